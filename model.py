@@ -1,0 +1,486 @@
+"""
+Every block this repository compares, in one file, behind one GPTConfig.
+
+- 'transformer': pre-norm GPT-2 block, attention + feed-forward, each with a residual.
+    attn 'mha':  causal multi-head attention (F.scaled_dot_product_attention).
+    attn 'mdha': Primer's Multi-DConv-Head Attention, arXiv:2109.08668 sec. 3.
+    ffn 'relu' | 'gelu' | 'relu2' (squared ReLU, Primer) and the gated family of
+    "GLU Variants Improve Transformer", arXiv:2002.05202: 'glu' 'bilinear' 'reglu' 'geglu' 'swiglu'.
+    Primer EZ is attn='mdha', ffn='relu2'.
+- 'gmlp': "Pay Attention to MLPs", arXiv:2105.08050: channel MLP with a causal Spatial Gating Unit.
+- 'amlp': gMLP plus a tiny single-head attention added to the spatial gate (same paper, sec. 4.3).
+
+Tensors are (B, T, C): batch, time, channels. Incremental decoding keeps a DecodeCache; every
+token mixer (attention, depth-wise conv, SGU, tiny attention) reads and extends it so that a new
+token costs O(T) instead of a full forward pass.
+"""
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+BLOCKS = ('transformer', 'gmlp', 'amlp')
+ATTNS = ('mha', 'mdha')
+FFNS = ('relu', 'gelu', 'relu2', 'glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
+GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024      # longest sequence; also the size of the SGU's spatial matrix
+    vocab_size: int = 50304     # GPT-2's 50257 padded up to a multiple of 64
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True           # False turns off every bias in Linears and LayerNorms
+    block: str = 'transformer'  # 'transformer' | 'gmlp' | 'amlp'
+    attn: str = 'mha'           # transformer blocks: 'mha' | 'mdha'
+    dconv_kernel: int = 3       # MDHA: depth-wise conv width along the sequence
+    dconv_shared: bool = False  # MDHA: share kernels across heads (labml) instead of per channel
+    ffn: str = 'gelu'           # transformer blocks: one of FFNS
+    ffn_hidden: int = 0         # FFN hidden width; 0 = 4*n_embd, gated 2/3 of that (rounded)
+    ffn_multiple_of: int = 64   # gated auto width is rounded to a multiple of this
+    bias1: bool = True          # FFN bias flags (seed FeedForward): first layer,
+    bias_gate: bool = True      # gate layer,
+    bias2: bool = True          # second layer; each only applies when `bias` is True
+    gmlp_d_ffn: int = 0         # gMLP channel width d_ffn; 0 = 6*n_embd as in the paper
+    tiny_attn_size: int = 64    # aMLP: width of the single-head tiny attention
+    pos_emb: bool = True        # learned position embeddings (gMLP does not need them)
+    tie_weights: bool = True    # share wte and lm_head weights
+
+    def __post_init__(self):
+        def choose(field, value, allowed):
+            if value not in allowed:
+                raise ValueError(f"unknown {field} {value!r}; choose one of {', '.join(allowed)}")
+        choose('block', self.block, BLOCKS)
+        choose('attn', self.attn, ATTNS)
+        choose('ffn', self.ffn, FFNS)
+        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'dconv_kernel',
+                     'ffn_multiple_of', 'tiny_attn_size'):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ('ffn_hidden', 'gmlp_d_ffn'):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (auto) or positive, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.block == 'transformer':
+            if self.n_embd % self.n_head:
+                raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                                 f"pick n_head among {[h for h in range(1, 17) if self.n_embd % h == 0]}")
+        else:
+            # gMLP blocks have neither attention nor an FFN sub-layer: say so instead of ignoring it
+            if self.attn != 'mha' or self.ffn != 'gelu':
+                raise ValueError(f"block={self.block!r} has no attention or FFN sub-layer, so "
+                                 f"attn/ffn must stay at their defaults ('mha'/'gelu'); "
+                                 f"use gmlp_d_ffn to size it")
+            if gmlp_width(self) % 2:
+                raise ValueError(f"gmlp_d_ffn={gmlp_width(self)} must be even (the SGU splits it in two)")
+
+
+def ffn_width(config):
+    """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs so that 3 matrices cost what 2 did."""
+    if config.ffn_hidden:
+        return config.ffn_hidden
+    if config.ffn in GATED:  # arXiv:2002.05202 sec. 2: d_ff reduced by 2/3 to keep parameters equal
+        m = config.ffn_multiple_of
+        return max(m, m * round(2 * 4 * config.n_embd / 3 / m))
+    return 4 * config.n_embd
+
+
+def gmlp_width(config):
+    return config.gmlp_d_ffn or 6 * config.n_embd  # arXiv:2105.08050 sec. 2 uses d_ffn = 6 d_model
+
+
+# -----------------------------------------------------------------------------
+# Incremental decoding state
+
+class DecodeCache:
+    """What decoding keeps between calls: how many positions are done, and one dict per layer."""
+
+    def __init__(self, n_layer):
+        self.pos = 0
+        self.layers = [{} for _ in range(n_layer)]
+
+
+def extend(cache, key, new, dim):
+    """Append `new` to cache[key] along `dim` (cache may be None) and return the whole history."""
+    if cache is None:
+        return new
+    full = new if key not in cache else torch.cat([cache[key], new], dim=dim)
+    cache[key] = full
+    return full
+
+
+def causal_attention(q, k, v, *, dropout_p=0.0):
+    """
+    softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
+    q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
+    """
+    Tq, Tk = q.size(-2), k.size(-2)
+    if Tq == Tk:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    if Tq == 1:  # one new token sees every cached position
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    # a chunk of Tq new tokens after Tk - Tq cached ones: query i sees keys j <= Tk - Tq + i
+    mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(diagonal=Tk - Tq)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+# -----------------------------------------------------------------------------
+# Token mixers
+
+class CausalDepthwiseConv(nn.Module):
+    """
+    Primer's depth-wise convolution along the sequence, applied to q, k and v after their
+    projections (arXiv:2109.08668 sec. 3): y_t[c] = sum_i w[c, i] x_{t-K+1+i}[c].
+    One kernel per channel of q, k and v (as the official Primer code), or with `shared` one per
+    head dimension reused by every head (labml's variant). Padding is on the left only: causal.
+    """
+
+    def __init__(self, *, n_embd, n_head, kernel, shared):
+        super().__init__()
+        self.kernel, self.n_head, self.shared = kernel, n_head, shared
+        per = n_embd // n_head if shared else n_embd
+        # (3, per, K): q, k, v each get their own kernels. nn.Conv1d's default init, U(±1/sqrt(K)).
+        self.weight = nn.Parameter(torch.empty(3, per, kernel).uniform_(-kernel ** -0.5, kernel ** -0.5))
+
+    def forward(self, x, cache=None):
+        # x: (B, T, 3C), the concatenated q, k, v projections
+        B, T, C3 = x.size()
+        K = self.kernel
+        w = self.weight
+        if self.shared:  # (3, hs, K) -> (3, nh, hs, K): every head uses the same kernels
+            w = w.unsqueeze(1).expand(3, self.n_head, *w.shape[1:])
+        w = w.reshape(C3, K)
+        # the last K-1 inputs of the previous call, or zeros at the start: left padding only
+        tail = cache.get('conv_tail') if cache is not None else None
+        if tail is None:
+            tail = x.new_zeros(B, K - 1, C3)
+        x = torch.cat([tail, x], dim=1)  # (B, K-1+T, 3C)
+        if cache is not None:
+            cache['conv_tail'] = x[:, T:]  # the last K-1 rows
+        # K shifted multiply-adds: on CPU ~2x faster than F.conv1d(groups=3C) and its transposes
+        y = x[:, K - 1:] * w[:, K - 1]
+        for i in range(K - 1):
+            y = torch.addcmul(y, x[:, i:i + T], w[:, i])
+        return y
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head attention; with attn='mdha', Primer's depth-wise conv follows c_attn."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v at once
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.dconv = None
+        if config.attn == 'mdha':
+            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head,
+                                             kernel=config.dconv_kernel, shared=config.dconv_shared)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cache=None):
+        B, T, C = x.size()
+        qkv = self.c_attn(x)  # (B, T, 3C)
+        if self.dconv is not None:
+            qkv = self.dconv(qkv, cache)  # Primer MDHA: conv over time per channel
+        q, k, v = qkv.split(self.n_embd, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        k = extend(cache, 'k', k, dim=2)  # (B, nh, Tk, hs), Tk = cached + T
+        v = extend(cache, 'v', v, dim=2)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    """
+    Position-wise feed-forward: c_proj(act(c_fc(x))), or for the gated family
+    c_proj(act(c_fc(x)) * c_gate(x)) (arXiv:2002.05202 eq. 5-6), i.e. act(x W1) ⊙ (x V) then W2.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        hidden = ffn_width(config)
+        self.act = activation(config.ffn)
+        self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias and config.bias1)
+        self.c_gate = None
+        if config.ffn in GATED:
+            self.c_gate = nn.Linear(config.n_embd, hidden, bias=config.bias and config.bias_gate)
+        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias and config.bias2)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cache=None):
+        h = self.act(self.c_fc(x))
+        if self.c_gate is not None:
+            h = h * self.c_gate(x)
+        return self.dropout(self.c_proj(h))
+
+
+def relu2(x):
+    return F.relu(x).square()  # Primer, arXiv:2109.08668 sec. 3: squared ReLU
+
+
+def activation(name):
+    """The FFN's nonlinearity, by name (for gated FFNs: the one applied to the gate)."""
+    if name == 'relu' or name == 'reglu':
+        return F.relu
+    if name == 'gelu' or name == 'geglu':
+        return F.gelu
+    if name == 'relu2':
+        return relu2
+    if name == 'glu':
+        return torch.sigmoid  # Dauphin et al. 2016
+    if name == 'bilinear':
+        return nn.Identity()  # no nonlinearity: (x W1) ⊙ (x V)
+    if name == 'swiglu':
+        return F.silu  # Swish with beta=1
+    raise ValueError(f"unknown ffn {name!r}; choose one of {', '.join(FFNS)}")
+
+
+class TinyAttention(nn.Module):
+    """aMLP's single-head causal attention of width d_attn, projected to d_out (arXiv:2105.08050 sec. 4.3)."""
+
+    def __init__(self, config, d_out):
+        super().__init__()
+        self.d_attn = config.tiny_attn_size
+        self.c_attn = nn.Linear(config.n_embd, 3 * self.d_attn, bias=config.bias)
+        self.c_proj = nn.Linear(self.d_attn, d_out, bias=config.bias)
+        self.dropout = config.dropout
+
+    def forward(self, x, cache=None):
+        q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
+        k = extend(cache, 'tiny_k', k, dim=2)
+        v = extend(cache, 'tiny_v', v, dim=2)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        return self.c_proj(y.squeeze(1))  # (B, T, d_out)
+
+
+class SpatialGatingUnit(nn.Module):
+    """
+    s(Z) = Z1 ⊙ f_{W,b}(LN(Z2)), f_{W,b}(Z2) = W Z2 + b mixing along the sequence
+    (arXiv:2105.08050 sec. 2). W is masked to its lower triangle so position t only reads s <= t,
+    and sliced to [:T, :T] (b to [:T]) for shorter sequences. W ≈ 0 and b = 1 at init make the
+    unit start as ≈ identity on Z1, which the paper finds important for stable training.
+    """
+
+    def __init__(self, config, d_ffn):
+        super().__init__()
+        T = config.block_size
+        self.ln = nn.LayerNorm(d_ffn // 2, bias=config.bias)
+        # uniform(±0.01/T): near zero even summed over T positions (labml uses ±0.01; lucidrains 1e-3/T)
+        self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
+        self.bias = nn.Parameter(torch.ones(T))
+
+    def forward(self, z, gate_res=None, cache=None, pos=0):
+        # z: (B, T, d_ffn); pos: how many positions came before z (0 without a cache)
+        T = z.size(1)
+        z1, z2 = z.chunk(2, dim=-1)  # (B, T, d_ffn/2) each
+        z2 = extend(cache, 'z2', self.ln(z2), dim=1)  # normalised Z2 rows so far: (B, pos+T, d_ffn/2)
+        # rows pos..pos+T-1 of W, columns 0..pos+T-1, lower triangle: row t sees columns s <= t
+        w = torch.tril(self.weight[pos:pos + T, :pos + T], diagonal=pos)
+        # $W Z_2 + b$: (B, T, d_ffn/2); one batched matmul-add is faster on CPU than `w @ z2 + b`
+        gate = torch.baddbmm(self.bias[pos:pos + T, None], w.expand(z2.size(0), -1, -1), z2)
+        if gate_res is not None:
+            gate = gate + gate_res  # aMLP: tiny attention joins the gate before the product
+        return z1 * gate
+
+
+# -----------------------------------------------------------------------------
+# Blocks
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, cache=None, pos=0):
+        x = x + self.attn(self.ln_1(x), cache)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GMLPBlock(nn.Module):
+    """gMLP block x + c_proj(SGU(gelu(c_fc(ln(x))))); aMLP adds tiny attention of ln(x) to the gate."""
+
+    def __init__(self, config):
+        super().__init__()
+        d_ffn = gmlp_width(config)
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.c_fc = nn.Linear(config.n_embd, d_ffn, bias=config.bias)  # $Z = \sigma(X U)$
+        self.sgu = SpatialGatingUnit(config, d_ffn)
+        self.attn = TinyAttention(config, d_ffn // 2) if config.block == 'amlp' else None
+        self.c_proj = nn.Linear(d_ffn // 2, config.n_embd, bias=config.bias)  # $Y = s(Z) V$
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cache=None, pos=0):
+        h = self.ln_1(x)
+        gate_res = self.attn(h, cache) if self.attn is not None else None
+        z = self.sgu(F.gelu(self.c_fc(h)), gate_res, cache, pos)
+        return x + self.dropout(self.c_proj(z))
+
+
+def make_block(config):
+    """The one place a block type is chosen by name."""
+    if config.block == 'transformer':
+        return Block(config)
+    if config.block in ('gmlp', 'amlp'):
+        return GMLPBlock(config)
+    raise ValueError(f"unknown block {config.block!r}; choose one of {', '.join(BLOCKS)}")
+
+
+# -----------------------------------------------------------------------------
+# The language model
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd) if config.pos_emb else None,
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([make_block(config) for _ in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.transformer.wte.weight = self.lm_head.weight  # https://paperswithcode.com/method/weight-tying
+        self.apply(self._init_weights)
+        # GPT-2's scaled init of every residual output projection (all named c_proj), per the GPT-2 paper
+        for pn, p in self.named_parameters():
+            if pn.endswith('c_proj.weight'):
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        # SGU and depth-wise conv parameters keep their own (paper) init from their constructors
+        if isinstance(module, nn.Linear):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def get_num_params(self, non_embedding=True):
+        """Parameter count; by default without position embeddings (token embeddings are tied to lm_head)."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding and self.transformer.wpe is not None:
+            n -= self.transformer.wpe.weight.numel()
+        return n
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.size()
+        pos = cache.pos if cache is not None else 0
+        if pos + T > self.config.block_size:
+            raise ValueError(f"sequence of {pos + T} tokens is longer than block_size="
+                             f"{self.config.block_size}; crop it (generate does) or train a larger block_size")
+        x = self.transformer.wte(idx)  # (B, T, C)
+        if self.transformer.wpe is not None:
+            x = x + self.transformer.wpe(torch.arange(pos, pos + T, device=idx.device))
+        x = self.transformer.drop(x)
+        for i, block in enumerate(self.transformer.h):
+            x = block(x, cache.layers[i] if cache is not None else None, pos)
+        x = self.transformer.ln_f(x)
+        if cache is not None:
+            cache.pos += T
+        if targets is not None:
+            logits = self.lm_head(x)  # (B, T, V)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            return logits, loss
+        return self.lm_head(x[:, [-1], :]), None  # inference: only the last position, (B, 1, V)
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        # decay every >= 2-D tensor (matmul weights, embeddings, SGU's W, conv kernels); not biases or norms
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
+            {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0},
+        ]
+        fused = 'fused' in inspect.signature(torch.optim.AdamW).parameters and device_type == 'cuda'
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+
+    def flops_per_token(self, T=None):
+        """
+        Training FLOPs (forward + backward = 3x forward) per token at sequence length T
+        (default block_size), counting each matmul as 2 FLOPs per multiply-add: the Linear
+        layers, attention's QK^T and AV, the depth-wise convs, the SGU's spatial matmul and the
+        tiny attention. Attention-like terms use the full T (no causal halving), as PaLM's MFU does.
+        """
+        cfg, T = self.config, T or self.config.block_size
+        C = cfg.n_embd
+        if cfg.block == 'transformer':
+            layer = 2 * C * 3 * C + 2 * C * C + 2 * 2 * T * C  # c_attn, c_proj, QK^T and AV
+            if cfg.attn == 'mdha':
+                layer += 2 * 3 * C * cfg.dconv_kernel
+            hidden = ffn_width(cfg)
+            layer += 2 * C * hidden * (3 if cfg.ffn in GATED else 2)
+        else:
+            d = gmlp_width(cfg)
+            layer = 2 * C * d + 2 * (d // 2) * C + 2 * T * (d // 2)  # c_fc, c_proj, spatial W
+            if cfg.block == 'amlp':
+                a = cfg.tiny_attn_size
+                layer += 2 * C * 3 * a + 2 * 2 * T * a + 2 * a * (d // 2)
+        forward = cfg.n_layer * layer + 2 * C * cfg.vocab_size  # + lm_head
+        return 3 * forward
+
+    def estimate_mfu(self, tokens_per_s, peak_flops=312e12):
+        """Model FLOPs utilisation: achieved training FLOP/s over the peak (default A100 bf16, 312 TFLOP/s)."""
+        return self.flops_per_token() * tokens_per_s / peak_flops
+
+    @torch.no_grad()
+    def stream(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+               use_cache=True, generator=None):
+        """
+        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
+        block_size are cropped to their last block_size tokens. With use_cache, each step feeds
+        one token through the DecodeCache; once the window is full the positions shift, so the
+        cropped window is re-encoded, exactly as the uncached path would see it.
+        """
+        cache = None
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits, _ = self(idx[:, -self.config.block_size:])
+            elif cache is None or cache.pos >= self.config.block_size:
+                cache = DecodeCache(self.config.n_layer)
+                logits, _ = self(idx[:, -self.config.block_size:], cache=cache)
+            else:
+                logits, _ = self(idx[:, -1:], cache=cache)
+            idx_next = sample_next(logits[:, -1, :].float(), temperature, top_k, top_p, generator)
+            idx = torch.cat((idx, idx_next), dim=1)
+            yield idx_next
+
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                 use_cache=True, generator=None):
+        """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator))
+        return torch.cat([idx, *new], dim=1)
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """One token per row from logits (B, V): greedy at temperature 0, else top-k then nucleus (top-p)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        v, _ = torch.topk(logits, top_k)
+        logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        # drop a token when the tokens ranked above it already cover top_p (the first always stays)
+        drop = probs.cumsum(dim=-1) - probs >= top_p
+        logits = logits.masked_fill(drop.scatter(1, order, drop), -float('inf'))
+    probs = F.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
