@@ -1,0 +1,351 @@
+"""Tests for prepare.py: tokenizers, shards, the corpus pipeline and the shared --key=value parser.
+Every test builds its own tiny corpus in tmp_path; nothing here touches the network."""
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import prepare as P
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
+        "All:\tSpeak, speak!\n  héllo wörld ✓ 🐍 42\r\n")
+
+
+def run_cli(args, cwd):
+    return subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def write(path, content):
+    with open(path, 'wb') as f:
+        f.write(content.encode() if isinstance(content, str) else content)
+    return str(path)
+
+
+def read_split(out_dir, split):
+    return np.concatenate([P.load_shard(p) for p in P.find_shards(str(out_dir), split)])
+
+
+def tiny_ranks_file(path, more=()):
+    """A .tiktoken file: all 256 single bytes (rank = byte value) and a few merges."""
+    merges = [b'th', b'the', b' t', b' the', b'in', b'ing', b'e ', b'  ', *more]
+    ranks = [bytes([b]) for b in range(256)] + merges
+    return write(path, b''.join(base64.b64encode(t) + b' %d\n' % r for r, t in enumerate(ranks)))
+
+
+# -----------------------------------------------------------------------------
+# tokenizers
+
+def test_char_and_byte_round_trip():
+    char = P.CharTokenizer(''.join(sorted(set(TEXT))))
+    ids = char.encode(TEXT)
+    assert char.decode(ids) == TEXT
+    assert sorted(ids) and max(ids) < char.vocab_size == len(set(TEXT))
+    assert char.encode('\t\n') == [0, 1]  # sorted by code point: tab and newline come first
+    byte = P.ByteTokenizer()
+    assert byte.decode(byte.encode(TEXT)) == TEXT and byte.vocab_size == 256
+    assert len(byte.encode('🐍')) == 4
+    for tok in (char, byte):  # rebuilt from what meta.json stores
+        again = P.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+        assert again.encode(TEXT) == tok.encode(TEXT) and again.vocab_size == tok.vocab_size
+    with pytest.raises(P.UsageError, match='not in this'):
+        char.encode('Z')
+    assert char.decode([1, 10_000]) == '\n\ufffd'  # ids beyond the vocabulary (a padded model) decode visibly
+
+
+def test_tiktoken_from_local_ranks_file(tmp_path):
+    tok = P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken'))
+    assert tok.name == 'tiny' and tok.eot_token == 264 and tok.vocab_size == 265  # <|endoftext|> after the last rank
+    assert tok.encode('the') == [257] and tok.encode(' the') == [259] and tok.encode('thing') == [256, 261]
+    assert tok.decode(tok.encode(TEXT)) == TEXT
+    assert tok.encode('a<|endoftext|>') == [97, 264]  # in a prompt, the special token is allowed
+    assert list(tok.encode_array('<|endoftext|>')) == tok.enc.encode_ordinary('<|endoftext|>')  # in a corpus, not
+    again = P.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+    assert again.encode(TEXT) == tok.encode(TEXT) and again.eot_token == 264
+    with pytest.raises(P.UsageError, match='not a tiktoken ranks file'):
+        P.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
+    with pytest.raises(P.UsageError, match='not found'):
+        P.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
+
+
+def test_prepare_with_local_ranks_file(tmp_path):
+    ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
+    docs = [write(tmp_path / f'doc{i}.txt', f"the thing {i} is in the {'ring ' * i}\n" * 3) for i in range(20)]
+    out = tmp_path / 'out'
+    P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}'])
+    meta = P.read_meta(str(out))
+    assert meta['tokenizer']['kind'] == 'tiktoken' and meta['eot_token'] == 264 and meta['split']['cut'] == 'document'
+    tok = P.load_tokenizer(meta)
+    train, val = read_split(out, 'train'), read_split(out, 'val')
+    assert [len(train), len(val)] == [meta['tokens']['train'], meta['tokens']['val']]
+    # every document starts with <|endoftext|> (llm.c's convention), so the shards split back into the files
+    texts = tok.decode(np.concatenate([train, val]).tolist()).split('<|endoftext|>')
+    assert texts[0] == '' and texts[1:] == [open(d).read() for d in sorted(docs)]
+
+
+def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
+    """Encoding in small pieces (cut at letter-then-whitespace) gives the ids of encoding the whole text."""
+    monkeypatch.setattr(P, 'PIECE_BYTES', 64)
+    ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
+    rng = np.random.default_rng(0)
+    words = ['the', 'thing', 'in', '!', '42', 'héllo', '🐍', ' ', '  ', '\n', '\n\n', '\t', 'x\n ', "it's"]
+    text = ''.join(rng.choice(words) for _ in range(3000))
+    path = write(tmp_path / 'one.txt', text)
+    out = tmp_path / 'out'
+    P.main([f'--input={path}', f'--tokenizer={ranks}', f'--out_dir={out}', '--shard_tokens=500'])
+    _, off, how = P.plan_split([P.Doc(path, os.path.getsize(path), path=path)], 0.1)
+    assert how == 'line'
+    enc = P.tiktoken_from_file(ranks).enc
+    raw = text.encode()
+    assert read_split(out, 'train').tolist() == [264] + enc.encode_ordinary(raw[:off].decode())
+    assert read_split(out, 'val').tolist() == enc.encode_ordinary(raw[off:].decode())
+    assert len(P.find_shards(str(out), 'train')) > 1
+
+
+# the pre-tokenisation patterns of tiktoken's cl100k_base and o200k_base (tiktoken_ext/openai_public.py)
+CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+O200K = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+"""])
+
+
+@pytest.mark.parametrize('pattern', [P.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
+def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, pattern):
+    monkeypatch.setattr(P, 'PIECE_BYTES', 32)
+    # merges across the places where a careless cut would split a pre-tokenised piece
+    more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45']
+    tok = P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
+    rng = np.random.default_rng(1)
+    words = ['The', 'thing', 'in', '!', '?!', '42', '12345', 'héllo', '🐍', ' ', '  ', '\n', '\r\n', '\n\n', '\t',
+             '/', "it's", "WE'LL", 'CamelCase', 'x\n ', '\u3000', 'é']
+    text = ''.join(rng.choice(words) for _ in range(3000))
+    doc = P.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict')]
+    assert len(pieces) > 100 and ''.join(pieces) == text
+    assert np.concatenate([tok.encode_array(p) for p in pieces]).tolist() == tok.enc.encode_ordinary(text)
+
+
+# -----------------------------------------------------------------------------
+# shards
+
+@pytest.mark.parametrize('top, dtype, version', [(500, np.uint16, 1), (70_000, np.uint32, 2)])
+def test_shard_header_and_length(tmp_path, top, dtype, version):
+    tokens = np.arange(1000) % top + (top - 500)
+    path = str(tmp_path / 'train_000000.bin')
+    P.write_shard(path, tokens)
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    assert list(header[:3]) == [20240520, version, 1000] and not header[3:].any()
+    assert os.path.getsize(path) == 256 * 4 + 1000 * np.dtype(dtype).itemsize
+    got = P.load_shard(path)
+    assert got.dtype == dtype and np.array_equal(got, tokens)
+    assert os.listdir(tmp_path) == ['train_000000.bin']  # no temporary file left behind
+
+
+def test_reader_rejects_bad_shards(tmp_path):
+    path = str(tmp_path / 'train_000000.bin')
+    P.write_shard(path, np.arange(100))
+    good = open(path, 'rb').read()
+    header = np.frombuffer(good[:1024], dtype=np.int32).copy()
+    cases = {'truncated': good[:-1], 'too short': good[:100], 'longer': good + b'\0\0',
+             'wrong magic': np.array([1234, *header[1:]], np.int32).tobytes() + good[1024:],
+             'wrong version': np.array([header[0], 7, *header[2:]], np.int32).tobytes() + good[1024:]}
+    for name, data in cases.items():
+        write(path, data)
+        with pytest.raises(P.ShardError) as e:
+            P.load_shard(path)
+        assert '\n' not in str(e.value) and isinstance(e.value, P.UsageError), name
+    with pytest.raises(P.ShardError, match='not found'):
+        P.load_shard(str(tmp_path / 'missing.bin'))
+
+
+def test_find_shards_and_read_meta(tmp_path):
+    assert P.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
+    with pytest.raises(P.UsageError, match='no train_'):
+        P.find_shards(str(tmp_path), 'train')
+    for i in (1, 0, 10):
+        P.write_shard(str(tmp_path / f'train_{i:06d}.bin'), [1, 2])
+    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == \
+        ['train_000000.bin', 'train_000001.bin', 'train_000010.bin']
+
+
+# -----------------------------------------------------------------------------
+# the command
+
+def test_default_corpus_with_no_arguments(tmp_path):
+    r = run_cli([], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / 'data' / 'pydoc_char'  # train.py's default data_dir
+    meta = P.read_meta(str(out))
+    assert meta['source']['name'] == 'pydoc' and meta['tokenizer']['kind'] == 'char' and meta['eot_token'] is None
+    assert meta['command'].endswith('prepare.py') and meta['split']['cut'] == 'document'
+    assert sorted(os.listdir(out)) == ['meta.json', 'train_000000.bin', 'val_000000.bin']
+    from pydoc_data.topics import topics
+    tok = P.load_tokenizer(meta)
+    train, val = (tok.decode(read_split(out, s).tolist()) for s in ('train', 'val'))
+    assert train + '\n' + val == '\n'.join(topics[k] for k in sorted(topics))  # documents joined by '\n'
+    assert 0.08 < len(val) / (len(train) + len(val)) < 0.12
+
+
+@pytest.mark.parametrize('case', ['missing path', 'empty corpus', 'invalid utf-8', 'invalid utf-8 late',
+                                  'unknown key', 'wrong type', 'too small'])
+def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, case):
+    out = tmp_path / 'out'
+    bad = write(tmp_path / 'bad.txt', b'abc\xffddd')
+    late = write(tmp_path / 'late.txt', b'ab cd\n' * 500_000 + b'\xfe')
+    args, expect = {
+        'missing path': (['--input=nope.txt'], 'no such file'),
+        'empty corpus': ([f"--input={write(tmp_path / 'empty.txt', '')}"], 'empty'),
+        'invalid utf-8': ([f'--input={bad}'], 'byte 3;'),
+        # found after shards were already being written: they must be removed again
+        'invalid utf-8 late': ([f'--input={late}', '--tokenizer=byte', '--shard_tokens=100000'], 'byte 3000000;'),
+        'unknown key': (['--tokenzier=byte'], 'did you mean tokenizer'),
+        'wrong type': (['--val_fraction=lots'], 'not a valid float'),
+        'too small': ([f"--input={write(tmp_path / 'small.txt', 'hello')}", '--val_fraction=0.01'], 'too small'),
+    }[case]
+    r = run_cli(args + [f'--out_dir={out}'], cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ''
+    assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and expect in r.stderr, r.stderr
+    assert not out.exists() and not (tmp_path / 'data').exists()
+
+
+def test_rerun_replaces_output_cleanly(tmp_path):
+    corpus = write(tmp_path / 'c.txt', TEXT * 40)
+    out = str(tmp_path / 'out')
+    P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=300', '--tokenizer=byte'])
+    assert len(P.find_shards(out, 'train')) > 5
+    P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=100000'])
+    meta = P.read_meta(out)
+    assert sorted(os.listdir(out)) == ['meta.json', 'train_000000.bin', 'val_000000.bin']
+    assert meta['tokenizer']['kind'] == 'char'
+    assert meta['shards'] == {'train': ['train_000000.bin'], 'val': ['val_000000.bin']}
+    assert meta['tokens']['train'] + meta['tokens']['val'] == len(TEXT * 40)
+
+
+def test_one_line_corpus(tmp_path):
+    """One document with no newline: val is cut at a character boundary and nothing separates documents."""
+    out = str(tmp_path / 'out')
+    P.main([f"--input={write(tmp_path / 'a.txt', 'é' * 300)}", f'--out_dir={out}'])
+    meta = P.read_meta(out)
+    assert meta['tokenizer']['chars'] == 'é' and meta['split']['cut'] == 'character'
+    assert meta['tokens'] == {'train': 270, 'val': 30}
+
+
+def test_failed_run_leaves_previous_output_untouched(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, 'PIECE_BYTES', 256)
+    out = str(tmp_path / 'out')
+    P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 40)}", f'--out_dir={out}'])
+    before = {n: open(os.path.join(out, n), 'rb').read() for n in os.listdir(out)}
+    write(tmp_path / 'b.txt', b'word ' * 2000 + b'\xed\xb3\xbf')  # an encoded surrogate: not UTF-8
+    with pytest.raises(P.UsageError, match='invalid UTF-8'):  # fails after writing shards of the new run
+        P.main([f'--input={tmp_path}/a.txt,{tmp_path}/b.txt', f'--out_dir={out}', '--tokenizer=byte',
+                '--shard_tokens=1000'])
+    assert {n: open(os.path.join(out, n), 'rb').read() for n in os.listdir(out)} == before
+
+
+def test_invalid_utf8_offset_across_blocks_and_replace(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, 'PIECE_BYTES', 8)
+    data = ('é' * 20).encode() + b'\xc3(' + b' tail\n' * 20  # the bad sequence starts at byte 40
+    path = write(tmp_path / 'x.txt', data)
+    with pytest.raises(P.UsageError, match='at byte 40;'):
+        P.main([f'--input={path}', f'--out_dir={tmp_path}/out'])
+    P.main([f'--input={path}', f'--out_dir={tmp_path}/out', '--errors=replace'])
+    tok = P.load_tokenizer(P.read_meta(f'{tmp_path}/out'))
+    text = tok.decode(np.concatenate([read_split(f'{tmp_path}/out', s) for s in ('train', 'val')]).tolist())
+    assert text == data.decode('utf-8', errors='replace')
+
+
+def test_split_boundaries():
+    many = [P.Doc(f'd{i}', 10, data=b'x' * 9 + b'\n') for i in range(50)]
+    assert P.plan_split(many, 0.1) == (45, 0, 'document')
+    lines = [P.Doc('one', 200, data=b'abcdefghi\n' * 20)]
+    assert P.plan_split(lines, 0.1) == (0, 180, 'line')
+    assert P.plan_split(lines, 0.12) == (0, 180, 'line')  # the cut moves forward to the next line
+    wide = 'é' * 100  # 200 bytes and no newline: cut at a character boundary
+    i, off, how = P.plan_split([P.Doc('w', 200, data=wide.encode())], 0.105)
+    assert how == 'character' and off % 2 == 0 and 170 <= off <= 180
+    with pytest.raises(P.UsageError, match='too small'):
+        P.plan_split([P.Doc('tiny', 5, data=b'hello')], 0.05)
+
+
+def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError('no network')
+    monkeypatch.setattr(urllib.request, 'urlopen', offline)
+    cache = tmp_path / 'cache'
+    with pytest.raises(P.UsageError, match='--input='):
+        P.main(['--dataset=shakespeare', f'--cache_dir={cache}', f'--out_dir={tmp_path}/out'])
+    assert not (tmp_path / 'out').exists()
+    # a file with Tiny Shakespeare's sha256 (here a stand-in) is recognised, from --input or from the cache
+    fake = ('ROMEO:\nBut soft!\n\n' * 50).encode()
+    monkeypatch.setattr(P, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
+    monkeypatch.setattr(P, 'SHAKESPEARE_BYTES', len(fake))
+    P.main([f"--input={write(tmp_path / 'input.txt', fake)}", f'--out_dir={tmp_path}/a'])
+    assert P.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
+    os.makedirs(cache)
+    write(cache / 'tinyshakespeare.txt', fake)
+    monkeypatch.chdir(tmp_path)
+    P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
+    assert P.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
+
+
+# -----------------------------------------------------------------------------
+# parse_config, shared by every script
+
+@dataclasses.dataclass
+class Cfg:
+    n_layer: int = 4
+    learning_rate: float = 1e-3
+    compile: bool = False
+    device: str = 'cpu'
+    tags: list = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        if self.n_layer < 1:
+            raise ValueError(f"n_layer={self.n_layer} must be >= 1")
+
+
+def test_parse_config_types_and_lists():
+    cfg = P.parse_config(Cfg, ['--n_layer=6', '--learning_rate=3e-4', '--compile=yes', '--tags=a,b', '--tags=c'])
+    assert (cfg.n_layer, cfg.learning_rate, cfg.compile, cfg.device) == (6, 3e-4, True, 'cpu')
+    assert cfg.tags == ['a', 'b', 'c']  # comma-separated, and a repeated list flag appends
+    assert P.parse_config(Cfg, []) == Cfg()
+
+
+def test_parse_config_errors():
+    with pytest.raises(P.UsageError, match="unknown key 'n_layers'; did you mean n_layer"):
+        P.parse_config(Cfg, ['--n_layers=2'])
+    with pytest.raises(P.UsageError, match='not a valid int'):
+        P.parse_config(Cfg, ['--n_layer=2.5'])
+    with pytest.raises(P.UsageError, match='not a valid bool'):
+        P.parse_config(Cfg, ['--compile=maybe'])
+    with pytest.raises(P.UsageError, match='has no value'):
+        P.parse_config(Cfg, ['--n_layer'])
+    with pytest.raises(P.UsageError, match='must be >= 1'):  # __post_init__'s ValueError
+        P.parse_config(Cfg, ['--n_layer=0'])
+    with pytest.raises(P.UsageError, match='unexpected argument'):
+        P.parse_config(Cfg, ['n_layer=2'])
+
+
+def test_parse_config_file(tmp_path):
+    conf = write(tmp_path / 'small.py', "import math\nn_layer = 2\nlearning_rate = 1  # an int for a float is fine\n"
+                                        "tags = 'x'\n_private = 5\n")
+    cfg = P.parse_config(Cfg, [conf, '--n_layer=3'])  # the flag, given later, wins
+    assert (cfg.n_layer, cfg.learning_rate, cfg.tags) == (3, 1.0, ['x'])
+    bad = write(tmp_path / 'bad.py', "n_layr = 2\n")
+    with pytest.raises(P.UsageError, match='bad.py.*did you mean n_layer'):
+        P.parse_config(Cfg, [bad])
+    wrong = write(tmp_path / 'wrong.py', "compile = 'yes'\n")
+    with pytest.raises(P.UsageError, match='expected bool'):
+        P.parse_config(Cfg, [wrong])
+    with pytest.raises(P.UsageError, match='not found'):
+        P.parse_config(Cfg, [str(tmp_path / 'missing.py')])

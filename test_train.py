@@ -1,0 +1,335 @@
+"""
+train.py on CPU in seconds: every config builds and trains, a resumed run equals a straight one
+bit for bit, 2 DDP processes equal 1 process with twice the accumulation, user errors are one
+line, an interrupted checkpoint write keeps the previous checkpoint, a non-finite loss stops the
+run, and the token / time budgets stop it. Every test makes its own tiny corpus.
+"""
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from model import GPT, GPTConfig
+from prepare import UsageError, parse_config, write_shard
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '*.py')))
+ARCHS = ('gpt', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
+
+# a small model that trains in milliseconds per iteration
+TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
+        '--block_size=16', '--batch_size=4', '--gradient_accumulation_steps=1', '--eval_iters=2',
+        '--eval_interval=4', '--log_interval=1', '--warmup_iters=2', '--lr_decay_iters=20',
+        '--learning_rate=1e-2', '--min_lr=1e-3', '--max_iters=6']
+
+
+def corpus_text(n_words, seed):
+    words = "the a cat dog sat ran on under mat log and then it was big small red".split()
+    rng = np.random.default_rng(seed)
+    return ' '.join(rng.choice(words, size=n_words)) + '.\n'
+
+
+def write_corpus(folder, *, meta=True):
+    """Char-level shards: two train shards and one val shard, with or without meta.json."""
+    os.makedirs(folder, exist_ok=True)
+    texts = {'train_000000.bin': corpus_text(3000, 0), 'train_000001.bin': corpus_text(1000, 1),
+             'val_000000.bin': corpus_text(800, 2)}
+    chars = sorted(set(''.join(texts.values())))
+    for name, text in texts.items():
+        write_shard(os.path.join(folder, name), np.array([chars.index(c) for c in text], dtype=np.uint16))
+    if meta:
+        with open(os.path.join(folder, 'meta.json'), 'w') as f:
+            json.dump({'tokenizer': {'kind': 'char', 'chars': ''.join(chars)}, 'vocab_size': len(chars),
+                       'eot_token': None, 'source': {'name': 'test'}, 'format_version': 1}, f)
+    return str(folder)
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp('data'))
+
+
+def run(data_dir, out_dir, *extra):
+    return train.main([*TINY, f'--data_dir={data_dir}', f'--out_dir={out_dir}', *extra])
+
+
+def read_log(out_dir):
+    with open(os.path.join(out_dir, 'log.jsonl')) as f:
+        rows = [json.loads(line) for line in f]
+    steps = {r['iter']: r for r in rows if 'loss' in r}
+    evals = {r['iter']: r for r in rows if 'val_loss' in r}
+    return steps, evals
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *args], cwd=HERE,
+                          capture_output=True, text=True, timeout=120, **kw)
+
+
+# -----------------------------------------------------------------------------
+# configs/
+
+def param_comment(path):
+    text = open(path).read()
+    m = re.search(r"# parameters: ([\d.]+)M \(get_num_params\(\) at vocab_size=(\d+)", text)
+    assert m, f"{path} lacks its '# parameters: ...M (get_num_params() at vocab_size=N' comment"
+    return float(m.group(1)), int(m.group(2))
+
+
+def built_params(path, vocab_size):
+    cfg = parse_config(train.TrainConfig, [path])
+    return GPT(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab_size})).get_num_params()
+
+
+def test_every_architecture_has_a_config():
+    names = {os.path.basename(p)[:-3] for p in CONFIGS}
+    assert set(ARCHS) | {'quick'} <= names
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))
+def test_config_parameter_comment_matches_model(path):
+    stated, vocab = param_comment(path)
+    n = built_params(path, vocab)
+    assert f"{n / 1e6:.2f}" == f"{stated:.2f}", f"{path} builds {n:,} parameters, its comment says {stated}M"
+    if os.path.basename(path)[:-3] in ARCHS:  # matched to the gpt baseline within 3%
+        base = built_params(os.path.join(HERE, 'configs', 'gpt.py'), vocab)
+        assert abs(n / base - 1) < 0.03, f"{path}: {n:,} parameters vs gpt's {base:,}"
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))
+def test_config_trains_at_a_shrunken_size(path, data_dir, tmp_path):
+    out = tmp_path / 'out'
+    summary = train.main([path, '--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=1',
+                          '--block_size=16', '--batch_size=2', '--gradient_accumulation_steps=1',
+                          '--max_iters=3', '--eval_iters=1', '--eval_interval=2', '--log_interval=1',
+                          f'--data_dir={data_dir}', f'--out_dir={out}'])
+    assert summary['iter_num'] == 3 and np.isfinite(summary['val_loss'])
+    ckpt = train.load_checkpoint(str(out / 'ckpt.pt'))
+    model = train.model_from_checkpoint(ckpt)
+    cfg = parse_config(train.TrainConfig, [path])
+    for key in ('block', 'attn', 'ffn', 'n_embd', 'gmlp_d_ffn', 'ffn_hidden', 'ffn_multiple_of'):
+        assert getattr(model.config, key) == getattr(cfg, key)
+
+
+# -----------------------------------------------------------------------------
+# the checkpoint and its helpers
+
+def test_checkpoint_layout_and_rebuild(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=3')
+    ckpt = train.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert {'model', 'model_args', 'config', 'meta', 'optimizer', 'scaler', 'iter_num', 'tokens_seen',
+            'best_val_loss', 'rng', 'format_version'} <= ckpt.keys()
+    assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 4 * 16
+    with open(os.path.join(data_dir, 'meta.json')) as f:
+        assert ckpt['meta'] == json.load(f)
+    with open(tmp_path / 'config.json') as f:
+        assert json.load(f) == ckpt['config']
+    assert ckpt['config']['vocab_size'] == ckpt['meta']['vocab_size'] == ckpt['model_args']['vocab_size']
+    assert not any(k.startswith(('_orig_mod.', 'module.')) for k in ckpt['model'])
+    assert {'torch', 'cuda', 'numpy', 'python', 'data'} <= ckpt['rng'][0].keys()
+    steps, evals = read_log(tmp_path)
+    assert sorted(steps) == [0, 1, 2] and sorted(evals) == [0, 3]
+    for row in steps.values():
+        assert {'iter', 'loss', 'lr', 'elapsed_s', 'train_s', 'tokens', 'tokens_per_s', 'mfu'} <= row.keys()
+        assert 0 < row['train_s'] <= row['elapsed_s'] and row['tokens_per_s'] > 0
+    assert {'train_loss', 'val_loss', 'tokens', 'elapsed_s', 'train_s'} <= evals[3].keys()
+    assert ckpt['best_val_loss'] == min(r['val_loss'] for r in evals.values())
+    # the rebuilt model is the trained one: same logits as the saved weights give
+    ckpt['model_args']['no_such_field'] = 1  # a field from a future model.py is dropped
+    del ckpt['model_args']['tie_weights']  # a field an older checkpoint lacks takes its default
+    model = train.model_from_checkpoint(ckpt).eval()
+    idx = torch.randint(0, ckpt['model_args']['vocab_size'], (2, 16))
+    reference = GPT(GPTConfig(**train.load_checkpoint(str(tmp_path / 'ckpt.pt'))['model_args']))
+    reference.load_state_dict(ckpt['model'])
+    assert torch.equal(model.eval()(idx)[0], reference.eval()(idx)[0])
+
+
+def test_load_checkpoint_errors_are_one_line(tmp_path):
+    with pytest.raises(UsageError, match='no checkpoint'):
+        train.load_checkpoint(str(tmp_path / 'missing.pt'))
+    (tmp_path / 'bad.pt').write_bytes(b'not a checkpoint at all')
+    with pytest.raises(UsageError, match='cannot be read') as e:
+        train.load_checkpoint(str(tmp_path / 'bad.pt'))
+    assert '\n' not in str(e.value)
+
+
+def test_batches_are_a_function_of_their_key(data_dir):
+    paths = sorted(glob.glob(os.path.join(data_dir, 'train_*.bin')))
+    a = train.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
+    b = train.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
+    x, y = a.get(0, 3, 1)
+    assert torch.equal(x, b.get(0, 3, 1)[0]) and not torch.equal(x, a.get(0, 3, 2)[0])
+    assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
+    assert x.dtype == torch.int64 and x.shape == (8, 16)
+
+
+# -----------------------------------------------------------------------------
+# exactness: resume, DDP
+
+def test_resume_equals_straight_through_bitwise(data_dir, tmp_path):
+    extra = ['--dropout=0.1', '--max_iters=12']  # dropout: the RNG state must come back too
+    run(data_dir, tmp_path / 'straight', *extra)
+    run(data_dir, tmp_path / 'split', '--dropout=0.1', '--max_iters=6')
+    run(data_dir, tmp_path / 'split', *extra, '--init_from=resume')
+    a_steps, a_evals = read_log(tmp_path / 'straight')
+    b_steps, b_evals = read_log(tmp_path / 'split')
+    assert sorted(b_steps) == list(range(12))
+    for it in range(12):
+        assert a_steps[it]['loss'] == b_steps[it]['loss'], it
+        assert a_steps[it]['tokens'] == b_steps[it]['tokens']
+    for it in (8, 12):
+        assert a_evals[it]['val_loss'] == b_evals[it]['val_loss']
+    a = train.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = train.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    assert a['iter_num'] == b['iter_num'] == 12
+    for k, v in a['model'].items():
+        assert torch.equal(v, b['model'][k]), k
+
+
+def test_two_ddp_processes_equal_one_with_twice_the_accumulation(data_dir, tmp_path):
+    args = [*TINY, f'--data_dir={data_dir}', '--gradient_accumulation_steps=2', '--max_iters=5']
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           os.path.join(HERE, 'train.py'), *args, f'--out_dir={tmp_path / "ddp"}'],
+                          cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train.main([*args, f'--out_dir={tmp_path / "one"}'])
+    ddp_steps, ddp_evals = read_log(tmp_path / 'ddp')
+    one_steps, one_evals = read_log(tmp_path / 'one')
+    assert sorted(ddp_steps) == sorted(one_steps) == list(range(5))
+    for it in range(5):
+        assert abs(ddp_steps[it]['loss'] - one_steps[it]['loss']) < 1e-4, it
+        assert ddp_steps[it]['tokens'] == one_steps[it]['tokens'] == (it + 1) * 2 * 4 * 16
+    for it in one_evals:
+        assert abs(ddp_evals[it]['val_loss'] - one_evals[it]['val_loss']) < 1e-4
+    assert len(train.load_checkpoint(str(tmp_path / 'ddp' / 'ckpt.pt'))['rng']) == 2
+
+
+# -----------------------------------------------------------------------------
+# user errors
+
+@pytest.mark.parametrize('flag,expect', [('--batchsize=3', 'batch_size'), ('--batch_size=abc', 'int')])
+def test_bad_flag_is_one_line(flag, expect):
+    proc = cli(flag)
+    assert proc.returncode != 0
+    assert 'Traceback' not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr
+
+
+@pytest.mark.parametrize('flags,expect', [
+    (['--warmup_iters=100', '--lr_decay_iters=50'], 'lr_decay_iters'),
+    (['--init_from=restart'], 'init_from'),
+    (['--dtype=fp16'], 'dtype'),
+    (['--block=gmlp', '--ffn=swiglu'], 'gmlp'),
+    (['--n_embd=100', '--n_head=3'], 'n_head'),
+])
+def test_invalid_combination_is_a_usage_error(flags, expect):
+    with pytest.raises(UsageError, match=expect) as e:
+        parse_config(train.TrainConfig, flags)
+    assert '\n' not in str(e.value)
+
+
+def test_runtime_usage_errors(data_dir, tmp_path, monkeypatch):
+    with pytest.raises(UsageError, match='smaller than the data'):
+        run(data_dir, tmp_path, '--vocab_size=5')
+    with monkeypatch.context() as m, pytest.raises(UsageError, match='not divisible'):
+        m.setenv('WORLD_SIZE', '2')  # as torchrun sets it (RANK unset here: no process group starts)
+        run(data_dir, tmp_path, '--gradient_accumulation_steps=3')
+    with pytest.raises(UsageError, match='data_dir'):
+        run(tmp_path / 'nowhere', tmp_path)
+    with pytest.raises(UsageError, match='no checkpoint'):
+        run(data_dir, tmp_path / 'empty', '--init_from=resume')
+
+
+def test_resume_with_another_architecture_is_an_error(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=2')
+    with pytest.raises(UsageError, match=r'n_layer=2 \(asked 3\)'):
+        run(data_dir, tmp_path, '--init_from=resume', '--n_layer=3')
+    summary = run(data_dir, tmp_path, '--init_from=resume', '--max_iters=3', '--dropout=0.1')  # dropout may change
+    assert summary['iter_num'] == 3
+
+
+@pytest.mark.parametrize('dtype', ['bfloat16', 'float16'])
+def test_autocast_dtypes_train_on_cpu(dtype, data_dir, tmp_path):
+    summary = run(data_dir, tmp_path, f'--dtype={dtype}', '--max_iters=3')  # float16: with GradScaler
+    assert np.isfinite(summary['val_loss'])
+    ckpt = train.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert all(v.dtype == torch.float32 for v in ckpt['model'].values())  # autocast keeps float32 weights
+    assert bool(ckpt['scaler']) == (dtype == 'float16')
+
+
+def test_raw_shards_take_the_vocabulary_from_the_config(tmp_path):
+    raw = write_corpus(tmp_path / 'raw', meta=False)
+    run(raw, tmp_path / 'out', '--vocab_size=40', '--max_iters=1')
+    ckpt = train.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))
+    assert ckpt['model_args']['vocab_size'] == 40 and ckpt['meta'] is None
+
+
+# -----------------------------------------------------------------------------
+# failures and stopping
+
+def test_interrupted_checkpoint_write_keeps_the_previous_one(data_dir, tmp_path, monkeypatch):
+    run(data_dir, tmp_path, '--max_iters=4')
+    before = (tmp_path / 'ckpt.pt').read_bytes()
+
+    def broken_save(obj, f, *args, **kw):
+        f.write(b'half a checkpoint')
+        raise RuntimeError('disk went away')
+    monkeypatch.setattr(train.torch, 'save', broken_save)
+    with pytest.raises(RuntimeError, match='disk went away'):
+        run(data_dir, tmp_path, '--init_from=resume', '--max_iters=8')
+    monkeypatch.undo()
+    assert (tmp_path / 'ckpt.pt').read_bytes() == before
+    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
+    assert sorted(os.listdir(tmp_path)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
+
+
+def test_non_finite_loss_stops_and_saves_nothing(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=4')
+    before = (tmp_path / 'ckpt.pt').read_bytes()
+    proc = cli(*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--init_from=resume', '--max_iters=20',
+               '--learning_rate=1e30', '--warmup_iters=0', '--grad_clip=0', '--eval_interval=1')
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr
+    assert re.fullmatch(r"error: loss is not finite at iter \d+: .*\n", proc.stderr), proc.stderr
+    assert (tmp_path / 'ckpt.pt').read_bytes() == before
+
+
+def test_max_tokens_stops(data_dir, tmp_path):
+    summary = run(data_dir, tmp_path, '--max_iters=1000', '--max_tokens=200')  # 64 tokens per iteration
+    assert summary['stop'] == 'max_tokens' and summary['iter_num'] == 4 and summary['tokens'] == 256
+    assert train.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
+
+
+def test_max_seconds_stops(data_dir, tmp_path):
+    summary = run(data_dir, tmp_path, '--max_iters=1000000', '--max_seconds=0.5', '--eval_interval=1000',
+                  '--log_interval=1000')
+    assert summary['stop'] == 'max_seconds' and 0 < summary['iter_num'] < 1000000
+    assert 0.5 <= summary['train_s'] < 5
+    steps, evals = read_log(tmp_path)
+    assert summary['iter_num'] in evals  # the final evaluation
+
+
+def test_sigint_saves_a_checkpoint_then_exits(data_dir, tmp_path):
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                             f'--out_dir={tmp_path}', '--max_iters=1000000', '--eval_interval=1000000'],
+                            cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log, deadline = tmp_path / 'log.jsonl', time.time() + 60
+    while time.time() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= 5):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert 'Traceback' not in err and 'stopped by SIGINT' in out
+    ckpt = train.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert ckpt['iter_num'] >= 4
+    steps, _ = read_log(tmp_path)
+    assert max(steps) == ckpt['iter_num'] - 1  # the checkpoint holds every logged step

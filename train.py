@@ -1,0 +1,585 @@
+"""
+Train one of model.py's architectures on the token shards prepare.py writes.
+
+    python prepare.py                                   # char-level pydoc corpus -> data/pydoc_char
+    python train.py configs/quick.py                    # about a minute on 2 CPU cores
+    python train.py configs/gmlp.py --max_iters=100     # any key can be overridden as --key=value
+    torchrun --standalone --nproc_per_node=8 train.py configs/gpt.py     # DDP: GPUs, or CPU processes
+
+The loop has nanoGPT's shape: DDP only when torchrun sets RANK, autocast (GradScaler for float16
+only), gradient accumulation with the gradient all-reduce on the last micro-step only, the next
+batch fetched while the forward pass runs. What it adds to make comparisons fair and exact:
+- every batch is a pure function of (seed, iteration, global micro-step), so N processes with
+  accumulation A/N each draw exactly the batches one process with accumulation A draws, and a
+  resumed run draws those of a straight run;
+- stopping at equal tokens (max_tokens) or equal training seconds (max_seconds, evals excluded);
+- out_dir/log.jsonl with tokens, train_s and MFU from each model's own FLOP count.
+"""
+import dataclasses
+import json
+import math
+import os
+import random
+import signal
+import textwrap
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from model import GPT, GPTConfig
+from prepare import UsageError, find_shards, load_shard, parse_config, read_meta, run_main
+
+CHECKPOINT_FORMAT = 1
+DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+@dataclass
+class TrainConfig(GPTConfig):
+    """Every default of a run: the model's GPTConfig fields plus nanoGPT's training keys."""
+    # I/O
+    out_dir: str = 'out'
+    data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
+    init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    eval_interval: int = 2000
+    eval_iters: int = 200              # batches per split and evaluation, the same ones every time
+    log_interval: int = 1
+    always_save_checkpoint: bool = True  # else save at evals only when val loss improves
+    # data
+    vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
+    batch_size: int = 12               # micro-batch size of one process
+    gradient_accumulation_steps: int = 40  # global: divided among the processes
+    # AdamW, linear warmup then cosine decay
+    learning_rate: float = 6e-4
+    max_iters: int = 600000
+    weight_decay: float = 1e-1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0             # 0 = no clipping
+    decay_lr: bool = True
+    warmup_iters: int = 2000
+    lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
+    min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
+    # budgets for comparing architectures at equal tokens or equal training time; 0 = no limit
+    max_tokens: int = 0
+    max_seconds: float = 0.0           # counts train_s: time in training steps, evals excluded
+    # system
+    device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
+    dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
+    compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
+    seed: int = 1337
+
+    def __post_init__(self):
+        def choose(name, allowed):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        choose('init_from', ('scratch', 'resume'))
+        choose('dtype', DTYPES)
+        for name in ('batch_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
+                     'log_interval'):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'max_tokens', 'max_seconds',
+                     'seed', 'vocab_size', 'weight_decay', 'grad_clip', 'min_lr'):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.min_lr > self.learning_rate:
+            raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
+        for name in ('beta1', 'beta2'):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
+            raise ValueError(f"lr_decay_iters={self.lr_decay_iters} must exceed warmup_iters="
+                             f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
+        # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
+        GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
+
+    def model_args(self):
+        """The GPTConfig fields of this config, as a dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+
+# -----------------------------------------------------------------------------
+# helpers, also imported by sample.py and bench.py
+
+def resolve_device(name='auto'):
+    """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
+    if name == 'auto':
+        if torch.cuda.is_available():
+            return 'cuda'
+        return 'mps' if torch.backends.mps.is_available() else 'cpu'
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        raise UsageError(f"device {name!r} is not a device name; use auto, cpu, cuda, cuda:N or mps") from None
+    if kind == 'cuda' and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r}: CUDA is not available here; use --device=cpu (or auto)")
+    if kind == 'mps' and not torch.backends.mps.is_available():
+        raise UsageError(f"device {name!r}: MPS is not available here; use --device=cpu (or auto)")
+    return name
+
+
+def resolve_dtype(name, device_type):
+    """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
+    if name == 'auto':
+        if device_type != 'cuda':
+            return 'float32'
+        return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+    if name == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
+        raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or float32")
+    return name
+
+
+def autocast_context(device_type, dtype):
+    """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
+    dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.amp.autocast(device_type=device_type, dtype=dtype)
+
+
+def load_checkpoint(path, device='cpu'):
+    """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a UsageError."""
+    if not os.path.isfile(path):
+        raise UsageError(f"no checkpoint at {path!r}; train one first (python train.py configs/quick.py) "
+                         f"or point out_dir at the right folder")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # truncated, garbage, or not a torch file at all
+        reason = (str(e).strip().splitlines() or [''])[0][:200]
+        raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {reason})") from None
+    if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
+        raise UsageError(f"{path!r} is not a checkpoint written by train.py (no 'model'/'model_args')")
+    return ckpt
+
+
+def model_from_checkpoint(ckpt):
+    """
+    Rebuild the GPT a checkpoint holds, from its own 'model_args' (no config file needed): fields
+    an older checkpoint lacks take today's defaults, fields GPTConfig no longer has are dropped.
+    """
+    known = {f.name for f in dataclasses.fields(GPTConfig)}
+    try:
+        model = GPT(GPTConfig(**{k: v for k, v in ckpt['model_args'].items() if k in known}))
+    except ValueError as e:
+        raise UsageError(f"checkpoint model_args are not valid for this model.py: {e}") from None
+    # strip the prefixes torch.compile / DDP would add, should a foreign checkpoint carry them
+    state = {k.removeprefix('_orig_mod.').removeprefix('module.'): v for k, v in ckpt['model'].items()}
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise UsageError(f"checkpoint weights do not fit the model they describe: "
+                         f"{str(e).splitlines()[0]}") from None
+    return model
+
+
+def get_lr(it, cfg):
+    """Learning rate at iteration `it`: linear warmup, then cosine decay to min_lr at lr_decay_iters."""
+    if not cfg.decay_lr:
+        return cfg.learning_rate
+    if it < cfg.warmup_iters:
+        return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
+    if it > cfg.lr_decay_iters:
+        return cfg.min_lr
+    decay_ratio = (it - cfg.warmup_iters) / (cfg.lr_decay_iters - cfg.warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 down to 0
+    return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+
+
+class Batches:
+    """
+    Random windows of block_size + 1 tokens from memory-mapped shards, uniform over every
+    window of every shard. Batch `key` is a pure function of (seed, *key): each draw seeds a fresh
+    numpy Generator, so any process can draw any batch without drawing the ones before it (DDP
+    ranks, resumed runs) and the sampler has no state to save.
+    """
+
+    def __init__(self, paths, *, block_size, batch_size, seed, device):
+        self.shards = [load_shard(p) for p in paths]
+        self.block_size, self.batch_size, self.seed, self.device = block_size, batch_size, seed, device
+        self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
+        self.ends = np.cumsum(self.starts)
+        if self.ends[-1] == 0:
+            raise UsageError(f"{os.path.dirname(paths[0])}: every shard is shorter than block_size + 1 = "
+                             f"{block_size + 1} tokens; lower block_size or prepare more text")
+
+    def get(self, *key):
+        rng = np.random.default_rng([self.seed, *key])
+        pos = rng.integers(self.ends[-1], size=self.batch_size)  # window index over all shards
+        shard = np.searchsorted(self.ends, pos, side='right')
+        start = pos - (self.ends[shard] - self.starts[shard])
+        T = self.block_size
+        xy = np.stack([self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]).astype(np.int64)
+        xy = torch.from_numpy(xy)  # (B, T + 1)
+        x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets
+        if self.device.startswith('cuda'):  # pinned memory: the copy overlaps with compute
+            return (x.pin_memory().to(self.device, non_blocking=True),
+                    y.pin_memory().to(self.device, non_blocking=True))
+        return x.to(self.device), y.to(self.device)
+
+
+def rng_state():
+    """Every random generator of this process, in types torch.load(weights_only=True) accepts."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
+            'numpy': (name, keys.tolist(), pos, has_gauss, gauss),
+            'python': random.getstate()}
+
+
+def set_rng_state(state):
+    torch.set_rng_state(state['torch'])
+    if state['cuda'] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state['cuda'])
+    name, keys, pos, has_gauss, gauss = state['numpy']
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    random.setstate(state['python'])
+
+
+def atomic_write(path, write):
+    """write(f) into a temp file beside `path`, then os.replace: a crash mid-way leaves `path` as it was."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"could not write {path!r}: {e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+class NonFiniteLoss(UsageError):
+    """The loss became nan or inf: the run stops with one line and saves nothing."""
+
+
+# -----------------------------------------------------------------------------
+
+def main(argv):
+    cfg = parse_config(TrainConfig, argv)
+
+    # processes: DDP when torchrun set RANK, otherwise one process
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    rank, local_rank = int(os.environ.get('RANK', 0)), int(os.environ.get('LOCAL_RANK', 0))
+    world = int(os.environ.get('WORLD_SIZE', 1))
+    master = rank == 0  # the process that prints, logs and writes checkpoints
+    device = resolve_device(cfg.device)
+    if ddp and device.startswith('cuda'):
+        device = f'cuda:{local_rank}'
+    device_type = torch.device(device).type
+    dtype = resolve_dtype(cfg.dtype, device_type)
+    if cfg.gradient_accumulation_steps % world:
+        raise UsageError(f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible "
+                         f"by the {world} processes; use a multiple of {world}")
+    accum = cfg.gradient_accumulation_steps // world  # micro-steps of this process per iteration
+
+    # data; the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
+    if not os.path.isdir(cfg.data_dir):
+        raise UsageError(f"data_dir {cfg.data_dir!r} not found; run `python prepare.py` first "
+                         f"(it writes data/pydoc_char) or pass --data_dir=...")
+    meta = read_meta(cfg.data_dir)
+    train_paths, val_paths = find_shards(cfg.data_dir, 'train'), find_shards(cfg.data_dir, 'val')
+    ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    ckpt = load_checkpoint(ckpt_path) if cfg.init_from == 'resume' else None
+    vocab = (cfg.vocab_size or (ckpt and ckpt['model_args'].get('vocab_size'))
+             or (meta and meta['vocab_size']) or 50304)  # 50304: GPT-2's 50257 padded, for raw llm.c shards
+    if meta and vocab < meta['vocab_size']:
+        raise UsageError(f"vocab_size={vocab} is smaller than the data's {meta['vocab_size']} "
+                         f"({cfg.data_dir}/meta.json); leave vocab_size=0 to use the data's")
+    cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
+    model_args = cfg.model_args()
+    if ckpt is not None:  # same architecture, or a clear error; dropout may change between runs
+        saved = {**dataclasses.asdict(GPTConfig()), **ckpt['model_args']}
+        diff = [k for k in model_args if k != 'dropout' and saved.get(k) != model_args[k]]
+        if diff:
+            raise UsageError(f"{ckpt_path} holds another architecture: " + ", ".join(
+                f"{k}={saved.get(k)!r} (asked {model_args[k]!r})" for k in diff)
+                + "; resume with the checkpoint's config or use another out_dir")
+
+    if ddp:
+        dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
+        if device_type == 'cuda':
+            torch.cuda.set_device(device)
+    try:
+        return train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum,
+                     ddp=ddp, rank=rank, world=world, master=master)
+    finally:
+        if ddp:
+            dist.destroy_process_group()
+
+
+def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum, *, ddp, rank, world, master):
+    device = cfg.device
+    tokens_per_iter = cfg.gradient_accumulation_steps * cfg.batch_size * cfg.block_size
+    ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    if master:
+        print(textwrap.fill(' '.join(f"{k}={v!r}" for k, v in dataclasses.asdict(cfg).items()), 110,
+                            initial_indent='config: ', subsequent_indent='    '))
+        print(f"tokens per iteration: {tokens_per_iter:,} = {world} process(es) x {accum} micro-step(s) "
+              f"x batch_size {cfg.batch_size} x block_size {cfg.block_size}")
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        atomic_write(os.path.join(cfg.out_dir, 'config.json'),
+                     lambda f: f.write(json.dumps(dataclasses.asdict(cfg), indent=1).encode()))
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
+        torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
+    ctx = autocast_context(device_type, cfg.dtype)
+    batches = {split: Batches(paths, block_size=cfg.block_size, batch_size=cfg.batch_size,
+                              seed=cfg.seed, device=device)
+               for split, paths in (('train', train_paths), ('val', val_paths))}
+
+    # model, optimizer and loss scaler, fresh or from the checkpoint
+    torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
+    raw_model = GPT(GPTConfig(**model_args))
+    if ckpt is not None:
+        raw_model.load_state_dict(ckpt['model'])
+    raw_model.to(device)
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+                                               device_type)
+    scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
+    iter_num, tokens_seen, best_val_loss, train_s0, elapsed_s0 = 0, 0, float('inf'), 0.0, 0.0
+    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks: a stream of their own in each process
+    if ckpt is not None:
+        optimizer.load_state_dict(ckpt['optimizer'])
+        if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
+            scaler.load_state_dict(ckpt['scaler'])
+        iter_num, tokens_seen, best_val_loss = ckpt['iter_num'], ckpt['tokens_seen'], ckpt['best_val_loss']
+        train_s0, elapsed_s0 = ckpt.get('train_s', 0.0), ckpt.get('elapsed_s', 0.0)
+        states = ckpt['rng']
+        if len(states) == world:
+            set_rng_state(states[rank])
+        elif master:
+            print(f"note: checkpoint written by {len(states)} processes, resuming with {world}: "
+                  f"same batches, other dropout masks")
+        if states[0]['data']['seed'] != cfg.seed and master:
+            print(f"note: seed {cfg.seed} differs from the checkpoint's {states[0]['data']['seed']}: "
+                  f"batches will differ from a straight run")
+        ckpt = None  # free the memory
+    if master and meta is None:
+        print(f"note: no meta.json in {cfg.data_dir}: raw shards, the model's vocab_size is {cfg.vocab_size}")
+    if master:
+        print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, "
+              f"{raw_model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
+    model = torch.compile(raw_model) if cfg.compile else raw_model  # eval runs this one
+    train_model = model
+    if ddp:
+        train_model = DDP(model, device_ids=[torch.device(device).index] if device_type == 'cuda' else None)
+    # stop decisions (signal, clock) must agree across processes: a CPU all-reduce, no GPU sync
+    ctrl_group = dist.new_group(backend='gloo') if ddp and device_type == 'cuda' else None
+
+    def sync_device():
+        if device_type == 'cuda':
+            torch.cuda.synchronize()
+        elif device_type == 'mps':
+            torch.mps.synchronize()
+
+    def all_reduce(t, op=dist.ReduceOp.SUM):
+        if ddp:
+            dist.all_reduce(t, op=op)
+        return t
+
+    BIG = 2 ** 62
+    first_bad = torch.full((), BIG, dtype=torch.int64, device=device)  # first iteration with a nan/inf loss
+
+    def check_finite(*values, weights=False):
+        """Stop with one line if a loss so far (or a weight) is nan/inf. It syncs: log, eval and save steps only."""
+        bad = all_reduce(first_bad.clone(), dist.ReduceOp.MIN).item()
+        ok = all(math.isfinite(v) for v in values)
+        if weights:  # a step on inf gradients spoils the weights before any loss shows it
+            ok = ok and all(torch.isfinite(p).all() for p in raw_model.parameters())
+        if bad < BIG or not ok:
+            at = bad if bad < BIG else iter_num
+            kept = f"; {ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else ""
+            raise NonFiniteLoss(f"loss is not finite at iter {at}: stopped without saving{kept}; "
+                                f"try a lower learning_rate, grad_clip=1.0 or dtype=bfloat16")
+
+    @torch.no_grad()
+    def estimate_loss():
+        """Mean loss over the same eval_iters batches of each split every time, shared among processes."""
+        out = {}
+        model.eval()
+        for split, data in batches.items():
+            total = torch.zeros((), device=device)
+            for k in range(rank, cfg.eval_iters, world):
+                X, Y = data.get(1, k)  # key (1, k): never one of the training keys (0, iter, step)
+                with ctx:
+                    _, loss = model(X, Y)
+                total += loss.float()
+            out[split] = all_reduce(total).item() / cfg.eval_iters
+        model.train()
+        return out
+
+    def save_checkpoint():
+        check_finite(weights=True)
+        states = [None] * world
+        if ddp:
+            dist.all_gather_object(states, rng_state())
+        else:
+            states[0] = rng_state()
+        if not master:
+            return
+        for s in states:
+            s['data'] = {'seed': cfg.seed, 'iter': iter_num}  # batches are drawn by (seed, iter, micro-step)
+        ckpt = {'format_version': CHECKPOINT_FORMAT, 'model': raw_model.state_dict(), 'model_args': model_args,
+                'config': dataclasses.asdict(cfg), 'meta': meta, 'optimizer': optimizer.state_dict(),
+                'scaler': scaler.state_dict(), 'iter_num': iter_num, 'tokens_seen': tokens_seen,
+                'best_val_loss': best_val_loss, 'train_s': train_s, 'elapsed_s': elapsed_s, 'rng': states}
+        atomic_write(ckpt_path, lambda f: torch.save(ckpt, f))
+        print(f"saved {ckpt_path} at iter {iter_num}")
+
+    # log.jsonl: one JSON object per line; on resume keep only the rows before the checkpoint
+    log_path = os.path.join(cfg.out_dir, 'log.jsonl')
+    start_iter, log = iter_num, None
+    if master:
+        rows = []
+        if cfg.init_from == 'resume' and os.path.exists(log_path):
+            with open(log_path) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
+            rows = [r for r in rows if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
+        atomic_write(log_path, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
+        log = open(log_path, 'a')
+
+    def write_row(row):
+        log.write(json.dumps(row) + '\n')
+        log.flush()  # readable while the run goes on (bench.py --plot, tail -f)
+
+    # SIGINT / SIGTERM: note it, finish the step, save, exit; a second signal acts as usual
+    stop_signal = []
+    handlers = {}
+
+    def on_signal(signum, frame):
+        stop_signal.append(signum)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    if threading.current_thread() is threading.main_thread():
+        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    summary = {'train_loss': None, 'val_loss': None}
+    train_s = elapsed_s = 0.0
+    last = {'iter': iter_num, 'tokens': tokens_seen, 'train_s': train_s0}  # the previous log row
+    saved_at = start_iter if cfg.init_from == 'resume' else None
+    X, Y = batches['train'].get(0, iter_num, rank * accum)  # the first micro-batch
+    if cfg.compile:  # compile before the clock starts: compiling is not training time
+        state = rng_state()
+        with train_model.no_sync() if ddp else nullcontext():
+            with ctx:
+                _, loss = train_model(X, Y)
+            scaler.scale(loss).backward()
+        optimizer.zero_grad(set_to_none=True)
+        set_rng_state(state)
+    t_start, pause_s = time.time(), 0.0  # pause_s: seconds in evals and checkpoints
+    try:
+        while True:
+            elapsed_s = elapsed_s0 + time.time() - t_start
+            train_s = train_s0 + time.time() - t_start - pause_s
+            stop = ('max_iters' if iter_num >= cfg.max_iters else
+                    'max_tokens' if cfg.max_tokens and tokens_seen >= cfg.max_tokens else None)
+            flags = [bool(stop_signal), bool(cfg.max_seconds and train_s >= cfg.max_seconds)]
+            if ddp:  # every process stops at the same iteration
+                flags = torch.tensor(flags, dtype=torch.int64)
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ctrl_group)
+                flags = flags.tolist()
+            stop = 'signal' if flags[0] else stop or ('max_seconds' if flags[1] else None)
+
+            # evaluate (also at the end) and save; not at the iteration a run resumes from
+            if (iter_num % cfg.eval_interval == 0 or stop and stop != 'signal') and not (
+                    cfg.init_from == 'resume' and iter_num == start_iter):
+                sync_device()
+                t0 = time.time()
+                losses = estimate_loss()
+                check_finite(losses['train'], losses['val'])
+                summary.update(train_loss=losses['train'], val_loss=losses['val'])
+                if master:
+                    print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                    write_row({'iter': iter_num, 'train_loss': losses['train'], 'val_loss': losses['val'],
+                               'lr': get_lr(iter_num, cfg), 'tokens': tokens_seen, 'elapsed_s': elapsed_s,
+                               'train_s': train_s})
+                improved = losses['val'] < best_val_loss
+                best_val_loss = min(best_val_loss, losses['val'])
+                if iter_num > 0 and (improved or cfg.always_save_checkpoint):
+                    save_checkpoint()
+                    saved_at = iter_num
+                pause_s += time.time() - t0
+            if stop:
+                break
+
+            # one optimizer step over `accum` micro-batches
+            lr = get_lr(iter_num, cfg)
+            for group in optimizer.param_groups:
+                group['lr'] = lr
+            loss_sum = torch.zeros((), device=device)
+            for micro_step in range(accum):
+                if ddp:  # all-reduce the gradients on the last micro-step only
+                    train_model.require_backward_grad_sync = (micro_step == accum - 1)
+                with ctx:
+                    _, loss = train_model(X, Y)
+                    loss = loss / accum  # the mean over micro-steps, as one big batch would have it
+                # fetch the next micro-batch while the forward pass runs on the GPU
+                if micro_step + 1 < accum:
+                    X, Y = batches['train'].get(0, iter_num, rank * accum + micro_step + 1)
+                else:
+                    X, Y = batches['train'].get(0, iter_num + 1, rank * accum)
+                scaler.scale(loss).backward()
+                loss_sum += loss.detach()
+            if cfg.grad_clip != 0.0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
+            scaler.step(optimizer)  # skipped by the scaler if float16 gradients overflowed
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            first_bad = torch.where(torch.isfinite(loss_sum) | (first_bad < BIG), first_bad, iter_num)
+            tokens_seen += tokens_per_iter
+
+            if iter_num % cfg.log_interval == 0:
+                check_finite()
+                lossf = all_reduce(loss_sum).item() / world  # the mean over every micro-step of every process
+                train_s = train_s0 + time.time() - t_start - pause_s
+                elapsed_s = elapsed_s0 + time.time() - t_start
+                dt = max(train_s - last['train_s'], 1e-9)
+                tokens_per_s = (tokens_seen - last['tokens']) / dt
+                mfu = raw_model.estimate_mfu(tokens_per_s / world)  # per device
+                if master:
+                    print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, "
+                          f"{1000 * dt / (iter_num + 1 - last['iter']):.1f}ms/iter, "
+                          f"{tokens_per_s:,.0f} tok/s, mfu {100 * mfu:.2f}%")
+                    write_row({'iter': iter_num, 'loss': lossf, 'lr': lr, 'tokens': tokens_seen,
+                               'elapsed_s': elapsed_s, 'train_s': train_s, 'tokens_per_s': tokens_per_s,
+                               'mfu': mfu})
+                last = {'iter': iter_num + 1, 'tokens': tokens_seen, 'train_s': train_s}
+            iter_num += 1
+
+        if saved_at != iter_num:  # the final state (also after a signal)
+            save_checkpoint()
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        if log is not None:
+            log.close()
+
+    summary.update(iter_num=iter_num, tokens=tokens_seen, best_val_loss=best_val_loss, train_s=train_s,
+                   elapsed_s=elapsed_s0 + time.time() - t_start, stop=stop, ckpt_path=ckpt_path,
+                   params=raw_model.get_num_params())
+    if stop == 'signal':
+        name = signal.Signals(stop_signal[0]).name
+        if master:
+            print(f"stopped by {name} at iter {iter_num}; resume with --init_from=resume")
+        raise SystemExit(128 + stop_signal[0])
+    if master:
+        print(f"done: {stop} at iter {iter_num}, {tokens_seen:,} tokens, {train_s:.1f}s training")
+    return summary
+
+
+if __name__ == "__main__":
+    run_main(main)
