@@ -1,0 +1,200 @@
+"""
+Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt alone.
+
+    python sample.py --out_dir=out-quick                      # one sample, streamed as it is produced
+    python sample.py --out_dir=out-gmlp --start="ROMEO:" --num_samples=3 --max_new_tokens=500
+    python sample.py configs/gmlp.py --start=FILE:prompt.txt  # a train.py config file names out_dir
+    python sample.py --out_dir=out-quick --temperature=0      # greedy: always the likeliest token
+
+The checkpoint carries the model's GPTConfig ('model_args'; fields an older checkpoint lacks take
+today's defaults) and the data's meta.json ('meta'), so sampling needs neither the config file nor
+the data directory. Every block type decodes incrementally (model.py's DecodeCache); --use_cache=False
+re-runs the whole window for each token, to compare. The text goes to stdout, everything else
+(the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt` keeps only text.
+"""
+import dataclasses
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+from prepare import UsageError, load_tokenizer, parse_config, read_meta, run_main
+from train import (DTYPES, TrainConfig, autocast_context, load_checkpoint, model_from_checkpoint,
+                   resolve_device, resolve_dtype)
+
+SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
+
+
+@dataclass
+class SampleConfig:
+    out_dir: str = 'out'          # the run to sample from: out_dir/ckpt.pt
+    start: str = ''               # the prompt, or FILE:path to read it; '' = the end-of-text token, else a newline
+    num_samples: int = 1          # 1 is streamed token by token; more are drawn as one batch, printed at the end
+    max_new_tokens: int = 500     # tokens generated per sample
+    temperature: float = 0.8      # < 1 sharper, > 1 flatter; 0 = greedy (argmax)
+    top_k: int = 200              # keep only the k likeliest tokens; 0 = all of them
+    top_p: float = 1.0            # nucleus sampling: the fewest tokens holding this much probability; 1 = all
+    seed: int = 1337              # the same seed (and device) gives the same text
+    use_cache: bool = True        # incremental decoding; False recomputes the whole window for each token
+    device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
+    dtype: str = 'auto'           # 'auto' (bfloat16 or float16 on cuda, else float32), float32, bfloat16, float16
+    compile: bool = False         # torch.compile the model (needs a C++ compiler on CPU)
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if self.num_samples < 1:
+            raise ValueError(f"num_samples must be at least 1, got {self.num_samples}")
+        for name in ('max_new_tokens', 'temperature', 'top_k'):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p} (1 turns it off)")
+
+
+def parse_args(argv):
+    """
+    SampleConfig from argv. Flags (--key=value) must be sample.py's own keys. A config file may be
+    one written for train.py: it is read against train.py's keys and sample.py's together and
+    sample.py keeps its own, so `python sample.py configs/gmlp.py` samples the run that config
+    trains (the shared keys out_dir, device, dtype, compile and seed mean the same in both).
+    A key that neither script knows is still an error, with the nearest names.
+    """
+    mine = [f.name for f in dataclasses.fields(SampleConfig)]
+    flags = [a for a in argv if a.startswith('-')]
+    for key in (a[2:].partition('=')[0] for a in flags):
+        if key not in mine and key in {f.name for f in dataclasses.fields(TrainConfig)}:
+            raise UsageError(f"--{key} is a train.py key; sample.py rebuilds the model from the checkpoint "
+                             f"(sample.py --help lists its keys)")
+    parse_config(SampleConfig, flags)  # flags: strictly sample.py's keys
+    train_only = [(f.name, f.type, dataclasses.field(default=f.default))
+                  for f in dataclasses.fields(TrainConfig) if f.name not in mine]
+    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)), argv)
+    return SampleConfig(**{name: getattr(both, name) for name in mine})
+
+
+def tokenizer_for(ckpt, vocab_size):
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else its data_dir's meta.json."""
+    meta = ckpt.get('meta')
+    if meta is None:  # an older checkpoint: the data directory it names, if it is still there
+        data_dir = (ckpt.get('config') or {}).get('data_dir')
+        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
+    if meta is None:
+        if vocab_size < 50257:
+            raise UsageError(f"the checkpoint does not record its tokenizer (no 'meta') and its data_dir "
+                             f"has no meta.json; rerun prepare.py into the data_dir it was trained on")
+        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size 50304
+        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c shards)",
+              file=sys.stderr)
+        meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
+    tok = load_tokenizer(meta)
+    if tok.vocab_size > vocab_size:
+        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the model's "
+                         f"vocab_size={vocab_size}: the checkpoint's meta does not match its model")
+    return tok
+
+
+def read_start(start, tok):
+    """(prompt text to print, its token ids). FILE:path reads the prompt from a file."""
+    if start.startswith('FILE:'):
+        path = start[len('FILE:'):]
+        try:
+            with open(path, encoding='utf-8') as f:
+                start = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--start=FILE:{path}: cannot read it ({type(e).__name__}: {e})") from None
+    if start:
+        try:
+            return start, tok.encode(start)
+        except UsageError as e:  # e.g. a character the char-level vocabulary lacks
+            raise UsageError(f"--start: {e}") from None
+    # nothing to continue: begin a new document as training saw them, after <|endoftext|> or a newline
+    if tok.eot_token is not None:
+        return '', [tok.eot_token]
+    try:
+        return '', tok.encode('\n')
+    except UsageError:  # a char vocabulary without '\n' (a one-line corpus): its first character
+        return '', [0]
+
+
+def decode_stream(tok, ids):
+    """
+    Yield the text of the token ids as it becomes final. A byte-level or BPE token can end inside a
+    multi-byte UTF-8 character, which decodes to U+FFFD until the rest arrives; such tokens are held
+    back and decoded with the next ones, so the pieces join to exactly tok.decode(all ids).
+    """
+    pending = []
+    for i in ids:
+        pending.append(i)
+        text = tok.decode(pending)
+        if not text.endswith('\ufffd'):
+            yield text
+            pending = []
+    if pending:
+        yield tok.decode(pending)  # the end: whatever is left, complete or not
+
+
+def main(argv):
+    if '-h' in argv or '--help' in argv:
+        print(__doc__.strip())  # then parse_config lists every key with its default
+    cfg = parse_args(argv)
+    device = resolve_device(cfg.device)
+    device_type = torch.device(device).type
+    dtype = resolve_dtype(cfg.dtype, device_type)
+
+    # the model and tokenizer, from the checkpoint alone; loaded on the CPU so optimizer state stays off the GPU
+    ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    ckpt = load_checkpoint(ckpt_path, 'cpu')
+    model = model_from_checkpoint(ckpt)
+    mc = model.config
+    tok = tokenizer_for(ckpt, mc.vocab_size)
+    arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
+    text, ids = read_start(cfg.start, tok)
+    print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter {ckpt.get('iter_num', '?')}, "
+          f"tokenizer {tok.name}; sampling on {device} in {dtype}", file=sys.stderr)
+    del ckpt
+    model.eval().to(device)
+    if cfg.compile:
+        model.compile()  # in place: model.stream's calls to self(...) run the compiled forward
+    if len(ids) > mc.block_size:
+        print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
+              f"the model sees only its last {mc.block_size}", file=sys.stderr)
+        ids = ids[-mc.block_size:]
+    x = torch.tensor([ids] * cfg.num_samples, dtype=torch.long, device=device)  # (num_samples, T)
+
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    tokens = model.stream(x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
+                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator)
+    out = sys.stdout
+    t0 = time.time()
+    with autocast_context(device_type, dtype):
+        if cfg.num_samples == 1:  # stream: print each piece of text as soon as it is whole
+            out.write(text)
+            for piece in decode_stream(tok, (t.item() for t in tokens)):
+                out.write(piece)
+                out.flush()
+            out.write('\n')
+        else:  # one batch for all samples, printed when done
+            new = torch.cat(list(tokens), dim=1).tolist() if cfg.max_new_tokens else [[]] * cfg.num_samples
+            for k, row in enumerate(new):
+                if k:
+                    out.write(SEPARATOR + '\n')
+                out.write(text + tok.decode(row) + '\n')
+    out.flush()
+    dt = time.time() - t0
+    n = cfg.num_samples * cfg.max_new_tokens
+    print(f"{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):,.1f} tokens/s "
+          f"({'cached' if cfg.use_cache else 'uncached'} decoding, batch {cfg.num_samples})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        run_main(main)
+    except KeyboardInterrupt:  # ^C while streaming: stop without a traceback
+        print(file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -1,0 +1,241 @@
+"""
+sample.py on CPU in seconds, from tiny checkpoints that train.py writes once per module (one per
+block type, and a byte-level one): its text equals a plain model.generate + decode reference, the
+same seed gives the same text, temperature -> 0 is greedy, cached decoding equals uncached,
+streaming never splits a UTF-8 character, old checkpoints load, config files written for train.py
+are accepted, and user errors are one line with no traceback.
+"""
+import base64
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import prepare
+import sample
+import train
+from prepare import ByteTokenizer, UsageError, load_tokenizer, tiktoken_from_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARCHS = {'mha': ['--block=transformer', '--attn=mha'],
+         'mdha': ['--block=transformer', '--attn=mdha', '--ffn=relu2'],  # Primer EZ
+         'gmlp': ['--block=gmlp', '--pos_emb=False'],
+         'amlp': ['--block=amlp', '--tiny_attn_size=16']}
+TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
+        '--block_size=16', '--batch_size=4', '--gradient_accumulation_steps=1', '--eval_iters=2',
+        '--eval_interval=100', '--log_interval=100', '--warmup_iters=2', '--lr_decay_iters=20',
+        '--learning_rate=1e-2', '--min_lr=1e-3', '--max_iters=8']
+PROMPT = 'the cat'
+
+
+def corpus_text(n_words, seed):
+    words = "the a cat dog sat ran on under mat log and then it was big small red café naïve".split()
+    rng = np.random.default_rng(seed)
+    lines = [' '.join(rng.choice(words, size=8)) + '.' for _ in range(n_words // 8)]
+    return '\n'.join(lines) + '\n'
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    """out_dir of a freshly trained tiny checkpoint for each block type, char-level, and one byte-level."""
+    root = tmp_path_factory.mktemp('sample')
+    corpus = root / 'corpus.txt'
+    corpus.write_text(corpus_text(2400, 0), encoding='utf-8')
+    for kind in ('char', 'byte'):
+        prepare.main([f'--input={corpus}', f'--tokenizer={kind}', f'--out_dir={root / kind}'])
+    out = {}
+    for name, args in [*ARCHS.items(), ('byte', ARCHS['mha'])]:
+        out[name] = str(root / f'out-{name}')
+        data = root / ('byte' if name == 'byte' else 'char')
+        train.main([*TINY, *args, f'--data_dir={data}', f'--out_dir={out[name]}'])
+    return out
+
+
+def run(capsys, out_dir, *args):
+    """sample.main in this process: (stdout, stderr)."""
+    capsys.readouterr()
+    sample.main([f'--out_dir={out_dir}', '--device=cpu', *args])
+    cap = capsys.readouterr()
+    return cap.out, cap.err
+
+
+def reference(out_dir, start, n, *, seed, num_samples=1, temperature=0.8, top_k=200, use_cache=True):
+    """The text sample.py should print, written plainly: model.generate, then decode."""
+    ckpt = train.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'))
+    model = train.model_from_checkpoint(ckpt).eval()
+    tok = load_tokenizer(ckpt['meta'])
+    idx = torch.tensor([tok.encode(start)] * num_samples)
+    y = model.generate(idx, n, temperature=temperature, top_k=top_k, use_cache=use_cache,
+                       generator=torch.Generator().manual_seed(seed))
+    return [start + tok.decode(row[idx.size(1):].tolist()) for row in y]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, os.path.join(HERE, 'sample.py'), '--device=cpu', *args],
+                          cwd=HERE, capture_output=True, text=True, timeout=120)
+
+
+# -----------------------------------------------------------------------------
+# sampling
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_each_block_samples_reproducibly_and_decodes(runs, arch, capsys):
+    out, err = run(capsys, runs[arch], f'--start={PROMPT}', '--max_new_tokens=40', '--seed=1')
+    assert out == reference(runs[arch], PROMPT, 40, seed=1)[0] + '\n'  # stdout holds the text only
+    with open(os.path.join(os.path.dirname(runs[arch]), 'char', 'meta.json'), encoding='utf-8') as f:
+        chars = json.load(f)['tokenizer']['chars']
+    assert len(out) == len(PROMPT) + 40 + 1 and set(out) <= set(chars)  # one character per token
+    assert 'tokens/s' in err
+    assert run(capsys, runs[arch], f'--start={PROMPT}', '--max_new_tokens=40', '--seed=1')[0] == out
+    assert run(capsys, runs[arch], f'--start={PROMPT}', '--max_new_tokens=40', '--seed=2')[0] != out
+
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_tiny_temperature_is_greedy(runs, arch, capsys):
+    args = f'--start={PROMPT}', '--max_new_tokens=30', '--top_k=0'
+    greedy = run(capsys, runs[arch], *args, '--temperature=0')[0]
+    assert greedy == reference(runs[arch], PROMPT, 30, seed=0, temperature=0)[0] + '\n'
+    for seed in (1, 2):
+        assert run(capsys, runs[arch], *args, '--temperature=1e-6', f'--seed={seed}')[0] == greedy
+
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_cached_equals_uncached(runs, arch, capsys):
+    # 7 + 40 tokens > block_size 16: the window slides, and the cache is rebuilt for it
+    args = f'--start={PROMPT}', '--max_new_tokens=40', '--temperature=1.0', '--seed=3'
+    cached = run(capsys, runs[arch], *args, '--use_cache=True')[0]
+    assert run(capsys, runs[arch], *args, '--use_cache=False')[0] == cached
+
+
+def test_several_samples_are_one_batch_separated_by_a_line(runs, capsys):
+    out, err = run(capsys, runs['gmlp'], f'--start={PROMPT}', '--num_samples=3', '--max_new_tokens=20', '--seed=4')
+    texts = reference(runs['gmlp'], PROMPT, 20, seed=4, num_samples=3)
+    assert out == f'\n{sample.SEPARATOR}\n'.join(texts) + '\n'
+    assert len(set(texts)) == 3 and '60 tokens' in err
+
+
+def test_byte_level_stream_prints_whole_characters(runs, capsys):
+    start = 'naïve café 日本'
+    out, _ = run(capsys, runs['byte'], f'--start={start}', '--max_new_tokens=60', '--seed=5', '--temperature=1.5')
+    assert out == reference(runs['byte'], start, 60, seed=5, temperature=1.5)[0] + '\n'
+
+
+def test_decode_stream_holds_back_split_characters(tmp_path):
+    text = 'naïve café, 日本語 🙂!'
+    tok = ByteTokenizer()
+    pieces = list(sample.decode_stream(tok, tok.encode(text)))
+    assert ''.join(pieces) == text and '\ufffd' not in ''.join(pieces)
+    assert len(pieces) == len(text)  # each character printed as soon as its last byte arrives
+    ids = np.random.default_rng(0).integers(0, 256, size=500).tolist()  # mostly invalid UTF-8
+    assert ''.join(sample.decode_stream(tok, ids)) == tok.decode(ids)
+    # a BPE whose tokens cut characters in the middle: b'\xe6\x97' + b'\xa5\xe6' + ... is '日本'
+    ranks = {bytes([i]): i for i in range(256)} | {b'\xe6\x97': 256, b'\xa5\xe6': 257}
+    path = tmp_path / 'cut.tiktoken'
+    path.write_bytes(b''.join(base64.b64encode(t) + b' %d\n' % r for t, r in ranks.items()))
+    bpe = tiktoken_from_file(str(path))
+    ids = bpe.encode('a 日本 b')
+    assert 256 in ids and 257 in ids
+    assert list(sample.decode_stream(bpe, ids)) == ['a', ' ', '日本', ' ', 'b']
+
+
+# -----------------------------------------------------------------------------
+# prompts
+
+def test_start_from_file_and_empty_start(runs, capsys, tmp_path):
+    prompt = tmp_path / 'prompt.txt'
+    prompt.write_text('a dog\nran', encoding='utf-8')
+    args = '--max_new_tokens=20', '--seed=6'
+    assert run(capsys, runs['mha'], f'--start=FILE:{prompt}', *args)[0] == \
+        run(capsys, runs['mha'], '--start=a dog\nran', *args)[0]
+    # nothing to continue: a char-level model starts after a newline, which is not printed
+    assert run(capsys, runs['mha'], '--start=', *args)[0] == run(capsys, runs['mha'], '--start=\n', *args)[0][1:]
+    with pytest.raises(UsageError, match='missing.txt'):
+        sample.main([f'--out_dir={runs["mha"]}', f'--start=FILE:{tmp_path / "missing.txt"}'])
+
+
+def test_unknown_character_is_a_one_line_error_naming_it(runs):
+    with pytest.raises(UsageError) as e:
+        sample.main([f'--out_dir={runs["mha"]}', '--device=cpu', '--start=the €uro'])
+    assert "'€'" in str(e.value) and '\n' not in str(e.value)
+
+
+def test_long_prompt_is_cropped_with_one_warning(runs, capsys):
+    start = 'the cat sat on the mat and then it ran'  # 38 characters > block_size 16
+    out, err = run(capsys, runs['amlp'], f'--start={start}', '--max_new_tokens=10', '--seed=7')
+    assert out.startswith(start) and len(out) == len(start) + 10 + 1
+    warnings = [line for line in err.splitlines() if line.startswith('warning:')]
+    assert len(warnings) == 1 and '38 tokens' in warnings[0] and 'block_size=16' in warnings[0]
+    # the model saw only the last 16 characters
+    assert out[len(start) - 16:] == run(capsys, runs['amlp'], f'--start={start[-16:]}', '--max_new_tokens=10',
+                                        '--seed=7')[0]
+
+
+# -----------------------------------------------------------------------------
+# checkpoints
+
+def test_old_checkpoint_without_new_fields_or_meta_loads(runs, capsys, tmp_path):
+    ckpt = torch.load(os.path.join(runs['mha'], 'ckpt.pt'), weights_only=True)
+    nanogpt = ('n_layer', 'n_head', 'n_embd', 'block_size', 'bias', 'vocab_size', 'dropout')
+    ckpt['model_args'] = {k: ckpt['model_args'][k] for k in nanogpt}  # nanoGPT's fields only
+    del ckpt['meta']  # written before checkpoints carried meta: the tokenizer comes from data_dir
+    old = tmp_path / 'out-old'
+    old.mkdir()
+    torch.save(ckpt, old / 'ckpt.pt')
+    args = f'--start={PROMPT}', '--max_new_tokens=30', '--seed=8'
+    assert run(capsys, old, *args)[0] == run(capsys, runs['mha'], *args)[0]
+    # and without a data_dir to read meta.json from, a one-line error instead of a guess
+    ckpt['config']['data_dir'] = str(tmp_path / 'moved')
+    torch.save(ckpt, old / 'ckpt.pt')
+    with pytest.raises(UsageError, match='does not record its tokenizer'):
+        run(capsys, old, *args)
+
+
+@pytest.mark.parametrize('damage', ['missing', 'garbage', 'truncated'])
+def test_bad_checkpoint_is_one_line_without_traceback(runs, tmp_path, damage):
+    out_dir = tmp_path / 'out'
+    out_dir.mkdir()
+    if damage == 'garbage':
+        (out_dir / 'ckpt.pt').write_bytes(b'not a checkpoint\n' * 100)
+    elif damage == 'truncated':
+        with open(os.path.join(runs['mha'], 'ckpt.pt'), 'rb') as f:
+            (out_dir / 'ckpt.pt').write_bytes(f.read()[:5000])
+    r = cli(f'--out_dir={out_dir}', '--max_new_tokens=5')
+    assert r.returncode == 2 and r.stdout == ''
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith('error:') and 'ckpt.pt' in r.stderr
+
+
+# -----------------------------------------------------------------------------
+# the command line
+
+def test_config_file_for_train_is_accepted(runs, capsys, tmp_path):
+    # a train.py config: training and model keys are read and set aside, sample.py keeps its own
+    cfg = tmp_path / 'run.py'
+    cfg.write_text(f"out_dir = {runs['gmlp']!r}\nn_layer = 2\nblock = 'gmlp'\nlearning_rate = 1e-2\n"
+                   f"temperature = 0.0\nmax_new_tokens = 12\n")
+    out = run(capsys, 'ignored', str(cfg))[0]  # the file comes after --out_dir, so it wins
+    assert out == run(capsys, runs['gmlp'], '--temperature=0', '--max_new_tokens=12')[0]
+    c = sample.parse_args([str(cfg), '--max_new_tokens=3'])  # flags after the file override it
+    assert (c.out_dir, c.temperature, c.max_new_tokens) == (runs['gmlp'], 0.0, 3)
+    for path in sorted(glob.glob(os.path.join(HERE, 'configs', '*.py'))):  # every shipped config
+        c = sample.parse_args([path])
+        assert c.out_dir.startswith('out-')
+    assert sample.parse_args([os.path.join(HERE, 'configs', 'quick.py')]).out_dir == 'out-quick'
+
+
+def test_bad_keys_are_one_line_errors(tmp_path):
+    with pytest.raises(UsageError, match='train.py key'):
+        sample.parse_args(['--n_layer=4'])  # the model comes from the checkpoint
+    with pytest.raises(UsageError, match='temperature'):
+        sample.parse_args(['--temprature=0.5'])
+    cfg = tmp_path / 'bad.py'
+    cfg.write_text("out_dir = 'x'\nlearning_rat = 1e-3\n")
+    with pytest.raises(UsageError, match='learning_rate'):
+        sample.parse_args([str(cfg)])
+    for flag in ('--top_p=0', '--temperature=-1', '--num_samples=0', '--dtype=int8'):
+        with pytest.raises(UsageError):
+            sample.parse_args([flag])
