@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, FFNS, GATED, GPT, CausalDepthwiseConv, DecodeCache, GPTConfig,
+from model import (ATTNS, FFNS, GATED, GPT, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
                    SpatialGatingUnit, ffn_width, sample_next)
 
 # every block / attn / ffn combination the config accepts
@@ -123,6 +123,11 @@ def test_depthwise_conv_matches_a_loop(shared):
                     expected[:, t, c] += kernel[i] * x[:, s, c]
     assert torch.allclose(conv(x), expected, atol=1e-12)
     assert conv.weight.shape == ((3, C // nh, K) if shared else (3, C, K))
+    # the hand-written backward against finite differences (T=2 < K exercises the start too)
+    assert torch.autograd.gradcheck(lambda x_, w_: CausalConv.apply(x_, w_),
+                                    (x[:, :5].clone().requires_grad_(), torch.randn(3 * C, K, dtype=torch.float64, requires_grad=True)))
+    assert torch.autograd.gradcheck(lambda x_, w_: CausalConv.apply(x_, w_),
+                                    (x[:, :2].clone().requires_grad_(), torch.randn(3 * C, K, dtype=torch.float64, requires_grad=True)))
 
 
 @pytest.mark.parametrize('ffn', GATED + ('relu', 'gelu', 'relu2'))
