@@ -10,16 +10,18 @@ Speed, memory and quality per architecture, side by side.
 Speed mode builds each config's model at the config's own shape (overridable, e.g. --n_layer=12)
 and times forward + backward + AdamW step after warm-up (median of `repeats` timings of `iters`
 steps), then decoding with and without the model's cache. Peak memory is CUDA's max allocated,
-or on CPU the process's peak resident set (Linux resets it per config through /proc/self/clear_refs).
+or on CPU the growth of the peak resident set of a fresh process per config (torch itself excluded).
 """
 import dataclasses
 import glob
 import json
+import multiprocessing
 import os
 import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from prepare import UsageError, parse_config, run_main
@@ -43,7 +45,7 @@ class BenchConfig:
     warmup: int = 5
     decode_tokens: int = 256    # new tokens per decoding timing (from a 1-token prompt)
     decode_block_size: int = 0  # 0 = the config's block_size
-    peak_flops: float = 0.0     # for MFU; 0 = 312e12 on CUDA (A100/H100 bf16 dense... see README), none on CPU
+    peak_flops: float = 0.0     # for MFU; 0 = the GPU's bf16 peak by name (train.PEAK_TFLOPS), none on CPU
     json: bool = False
     # quality mode
     sweep: bool = False
@@ -58,15 +60,6 @@ class BenchConfig:
 
 # -----------------------------------------------------------------------------
 # speed mode
-
-def peak_rss_reset():
-    try:
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')  # resets VmHWM, the peak resident set, on Linux
-        return True
-    except OSError:
-        return False
-
 
 def rss_bytes(key='VmHWM'):
     """Peak (VmHWM) or current (VmRSS) resident set of this process; ru_maxrss where /proc is missing."""
@@ -108,14 +101,12 @@ def sync(device):
 def speed_row(path, bench, device):
     import torch
     from model import GPT
-    from train import autocast_context
+    from train import autocast_context, peak_flops
     mcfg, batch_size = model_config_from(path, bench)
     torch.manual_seed(0)
     if device.startswith('cuda'):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    else:
-        peak_rss_reset()
     base = 0 if device.startswith('cuda') else rss_bytes('VmRSS')  # torch itself is not the model's
     model = GPT(mcfg).to(device)
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(':')[0])
@@ -147,14 +138,14 @@ def speed_row(path, bench, device):
     dt = sorted(times)[len(times) // 2]
     tokens_per_s = batch_size * T / dt
     if device.startswith('cuda'):
-        peak = torch.cuda.max_memory_allocated()
+        peak_mem = torch.cuda.max_memory_allocated()
     else:
-        peak = rss_bytes('VmHWM') - base
-    peak_flops = bench.peak_flops or (312e12 if device.startswith('cuda') else 0)
+        peak_mem = rss_bytes('VmHWM') - base
+    peak = peak_flops(device, bench.peak_flops)
     row = dict(config=os.path.basename(path)[:-3], params=model.get_num_params(),
                ms_per_iter=dt * 1000, tokens_per_s=tokens_per_s,
-               flops_per_token=model.flops_per_token(), peak_mem_mb=peak / 2 ** 20,
-               mfu=model.estimate_mfu(tokens_per_s, peak_flops) if peak_flops else None)
+               flops_per_token=model.flops_per_token(), peak_mem_mb=peak_mem / 2 ** 20,
+               mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None)
     # decoding: one prompt token, decode_tokens new ones, greedy; with and without the cache
     if bench.decode_tokens:
         dcfg = mcfg
@@ -204,9 +195,12 @@ def speed(bench, paths):
     if bench.dtype not in ('float32', 'bfloat16', 'float16'):
         raise UsageError(f"dtype {bench.dtype!r} is not one of float32, bfloat16, float16")
     rows = []
+    # each config in a fresh process: peak memory is then its own, not what earlier configs left behind
+    spawn = multiprocessing.get_context('spawn')
     for i, path in enumerate(paths):
         print(f"[{i + 1}/{len(paths)}] {path}", file=sys.stderr, flush=True)
-        rows.append(speed_row(path, bench, device))
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            rows.append(pool.submit(speed_row, path, bench, device).result())
     shape = f"device={device} dtype={bench.dtype} compile={bench.compile} torch={torch.__version__} threads={torch.get_num_threads()}"
     return rows, shape
 

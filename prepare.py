@@ -101,8 +101,9 @@ def parse_config(cls, argv, *, config_files=True):
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
     values, seen_list = {}, set()
     for arg in argv:
-        if arg in ('-h', '--help'):
-            raise UsageError("keys and defaults: " + ", ".join(f"{k}={v!r}" for k, v in defaults.items()))
+        if arg in ('-h', '--help'):  # the keys and their defaults, then a clean exit
+            print("keys (--key=value) and defaults:\n" + "\n".join(f"  {k}={v!r}" for k, v in defaults.items()))
+            raise SystemExit(0)
         if arg.startswith('--'):
             key, eq, text = arg[2:].partition('=')
             if not eq:

@@ -80,7 +80,7 @@ def test_sgu_is_near_identity_on_z1_at_init():
     sgu = SpatialGatingUnit(cfg, 32).double()
     z = torch.randn(4, 64, 32, dtype=torch.float64)
     z1 = z[..., :16]
-    out = sgu(z)
+    out = sgu(z1, z[..., 16:])
     assert out.shape == (4, 64, 16)
     assert (sgu.bias == 1).all()
     assert sgu.weight.abs().max() <= 0.01
@@ -101,7 +101,7 @@ def test_sgu_matches_plain_masked_reference():
     mask = torch.tensor([[1.0 if s <= t else 0.0 for s in range(10)] for t in range(10)], dtype=torch.float64)
     w = sgu.weight[:10, :10] * mask
     expected = z1 * (torch.einsum('ts,bsd->btd', w, z2) + sgu.bias[:10, None])
-    assert torch.allclose(sgu(z), expected, atol=1e-12)
+    assert torch.allclose(sgu(z[..., :16], z[..., 16:]), expected, atol=1e-12)
 
 
 @pytest.mark.parametrize('shared', [False, True])

@@ -73,6 +73,7 @@ class TrainConfig(GPTConfig):
     device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
     compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
+    peak_flops: float = 0.0            # for MFU; 0 = the GPU's bf16 peak by name (PEAK_TFLOPS), none on CPU
     seed: int = 1337
 
     def __post_init__(self):
@@ -138,6 +139,20 @@ def resolve_dtype(name, device_type):
     return name
 
 
+# dense bf16 peaks (TFLOP/s) by GPU name, for MFU; other GPUs need --peak_flops
+PEAK_TFLOPS = {'H200': 989, 'H100': 989, 'A100': 312, 'L40S': 362, 'A10G': 125, 'L4': 121, 'RTX 4090': 165}
+
+
+def peak_flops(device, override=0.0):
+    """Peak FLOP/s that MFU divides by: the override, else the GPU's bf16 dense peak; None on CPU/MPS."""
+    if override:
+        return override
+    if not device.startswith('cuda'):
+        return None
+    name = torch.cuda.get_device_name(torch.device(device))
+    return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
+
+
 def autocast_context(device_type, dtype):
     """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
     dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
@@ -153,9 +168,10 @@ def load_checkpoint(path, device='cpu'):
                          f"or point out_dir at the right folder")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # truncated, garbage, or not a torch file at all
-        reason = (str(e).strip().splitlines() or [''])[0][:200]
-        raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {reason})") from None
+    except Exception as e:  # truncated, garbage, or not a torch file at all (torch's own advice to
+        # pass weights_only=False would run arbitrary pickled code: not something to suggest)
+        raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}): it is truncated, "
+                         f"corrupt or not written by train.py; retrain, or restore a good copy") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise UsageError(f"{path!r} is not a checkpoint written by train.py (no 'model'/'model_args')")
     return ckpt
@@ -368,6 +384,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         ckpt = None  # free the memory
     if master and meta is None:
         print(f"note: no meta.json in {cfg.data_dir}: raw shards, the model's vocab_size is {cfg.vocab_size}")
+    peak = peak_flops(device, cfg.peak_flops)
     if master:
         print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, "
               f"{raw_model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
@@ -549,11 +566,11 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                 elapsed_s = elapsed_s0 + time.time() - t_start
                 dt = max(train_s - last['train_s'], 1e-9)
                 tokens_per_s = (tokens_seen - last['tokens']) / dt
-                mfu = raw_model.estimate_mfu(tokens_per_s / world)  # per device
+                mfu = raw_model.estimate_mfu(tokens_per_s / world, peak) if peak else None  # per device
                 if master:
                     print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, "
                           f"{1000 * dt / (iter_num + 1 - last['iter']):.1f}ms/iter, "
-                          f"{tokens_per_s:,.0f} tok/s, mfu {100 * mfu:.2f}%")
+                          f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else ""))
                     write_row({'iter': iter_num, 'loss': lossf, 'lr': lr, 'tokens': tokens_seen,
                                'elapsed_s': elapsed_s, 'train_s': train_s, 'tokens_per_s': tokens_per_s,
                                'mfu': mfu})
