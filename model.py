@@ -108,12 +108,25 @@ class DecodeCache:
 
 
 def extend(cache, key, new, dim):
-    """Append `new` to cache[key] along `dim` (cache may be None) and return the whole history."""
+    """
+    Append `new` to the history cache[key] along `dim` and return the whole history (just `new`
+    when cache is None). The history lives in a buffer that grows geometrically, so decoding one
+    token copies O(1) rows on average instead of the whole history each step (as torch.cat would).
+    """
     if cache is None:
         return new
-    full = new if key not in cache else torch.cat([cache[key], new], dim=dim)
-    cache[key] = full
-    return full
+    buf, n = cache.get(key, (None, 0))
+    m = n + new.size(dim)
+    if buf is None or buf.size(dim) < m:
+        shape = list(new.shape)
+        shape[dim] = max(2 * m, 16)
+        grown = new.new_empty(shape)
+        if buf is not None:
+            grown.narrow(dim, 0, n).copy_(buf.narrow(dim, 0, n))
+        buf = grown
+    buf.narrow(dim, n, new.size(dim)).copy_(new)
+    cache[key] = (buf, m)
+    return buf.narrow(dim, 0, m)
 
 
 def causal_attention(q, k, v, *, dropout_p=0.0):
@@ -134,21 +147,25 @@ def causal_attention(q, k, v, *, dropout_p=0.0):
 # -----------------------------------------------------------------------------
 # Token mixers
 
+def causal_conv(x, w):
+    """y_t = sum_{s<K} w[:, K-1-s] * x_{t-s} along dim 1 of x (B, T, C), w (C, K); zeros before t=0."""
+    K = w.size(1)
+    y = x * w[:, K - 1]
+    for s in range(1, min(K, x.size(1))):  # tap s reads s steps back: causal
+        y[:, s:].addcmul_(x[:, :-s], w[:, K - 1 - s])
+    return y
+
+
 class CausalConv(torch.autograd.Function):
     """
-    y_t = sum_{s<K} w[:, K-1-s] * x_{t-s} along dim 1 of x (B, T, C), w (C, K); zeros before t=0.
-    Written out with a hand-made backward: on CPU ~1.3x faster than F.conv1d(groups=C) with its
+    causal_conv with a hand-written backward: on CPU ~1.3x faster than F.conv1d(groups=C) with its
     transposes, and it keeps the (B, T, C) layout that SDPA's fast kernel wants.
     """
 
     @staticmethod
     def forward(ctx, x, w):
         ctx.save_for_backward(x, w)
-        K = w.size(1)
-        y = x * w[:, K - 1]
-        for s in range(1, min(K, x.size(1))):  # tap s reads s steps back: causal
-            y[:, s:].addcmul_(x[:, :-s], w[:, K - 1 - s])
-        return y
+        return causal_conv(x, w)
 
     @staticmethod
     def backward(ctx, g):
@@ -189,7 +206,7 @@ class CausalDepthwiseConv(nn.Module):
         full = x if tail is None else torch.cat([tail, x], dim=1)
         if cache is not None and self.kernel > 1:
             cache['conv_tail'] = full[:, -(self.kernel - 1):]
-        y = CausalConv.apply(full, w)
+        y = CausalConv.apply(full, w) if torch.is_grad_enabled() else causal_conv(full, w)  # no autograd to feed
         return y if tail is None else y[:, tail.size(1):]
 
 
