@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from prepare import UsageError, parse_config, run_main
+from prepare import UsageError, atomic_write, parse_config, run_main
 
 
 @dataclass
@@ -79,7 +79,7 @@ def model_config_from(path, bench):
     from model import GPTConfig
     from train import TrainConfig
     cfg = parse_config(TrainConfig, [path])
-    args = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(GPTConfig)}
+    args = cfg.model_args()
     for key in ('block_size', 'n_layer', 'n_head', 'n_embd'):
         if getattr(bench, key):
             args[key] = getattr(bench, key)
@@ -90,28 +90,21 @@ def model_config_from(path, bench):
         raise UsageError(f"{path}: {e}") from None
 
 
-def sync(device):
-    import torch
-    if device.startswith('cuda'):
-        torch.cuda.synchronize()
-    elif device.startswith('mps'):
-        torch.mps.synchronize()
-
-
 def speed_row(path, bench, device):
     import torch
     from model import GPT
-    from train import autocast_context, peak_flops
+    from train import autocast_context, peak_flops, sync_device
     mcfg, batch_size = model_config_from(path, bench)
+    device_type = device.split(':')[0]
     torch.manual_seed(0)
     if device.startswith('cuda'):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     base = 0 if device.startswith('cuda') else rss_bytes('VmRSS')  # torch itself is not the model's
     model = GPT(mcfg).to(device)
-    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device.split(':')[0])
-    ctx = autocast_context(device.split(':')[0], bench.dtype)
-    scaler = torch.amp.GradScaler(device.split(':')[0], enabled=bench.dtype == 'float16')
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), device_type)
+    ctx = autocast_context(device_type, bench.dtype)
+    scaler = torch.amp.GradScaler(device_type, enabled=bench.dtype == 'float16')
     step_model = torch.compile(model) if bench.compile else model
     T = mcfg.block_size
     x = torch.randint(0, mcfg.vocab_size, (batch_size, T + 1), device=device)
@@ -129,11 +122,11 @@ def speed_row(path, bench, device):
         step()
     times = []
     for _ in range(bench.repeats):
-        sync(device)
+        sync_device(device_type)
         t0 = time.perf_counter()
         for _ in range(bench.iters):
             step()
-        sync(device)
+        sync_device(device_type)
         times.append((time.perf_counter() - t0) / bench.iters)
     dt = sorted(times)[len(times) // 2]
     tokens_per_s = batch_size * T / dt
@@ -157,10 +150,10 @@ def speed_row(path, bench, device):
         for use_cache in (True, False):
             with ctx:
                 model.generate(prompt, 8, temperature=0, use_cache=use_cache)  # warm-up
-                sync(device)
+                sync_device(device_type)
                 t0 = time.perf_counter()
                 model.generate(prompt, bench.decode_tokens, temperature=0, use_cache=use_cache)
-                sync(device)
+                sync_device(device_type)
             key = 'decode_tok_s_cached' if use_cache else 'decode_tok_s_uncached'
             row[key] = bench.decode_tokens / (time.perf_counter() - t0)
     return row
@@ -209,19 +202,11 @@ def speed(bench, paths):
 # quality mode: train through train.py, then tables and plots from log.jsonl
 
 def read_log(run_dir):
+    from train import read_jsonl
     path = os.path.join(run_dir, 'log.jsonl')
     if not os.path.isfile(path):
         raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
-    rows = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line cut short by an interrupted run
-    return rows
+    return read_jsonl(path)
 
 
 def run_summary(run_dir):
@@ -230,11 +215,10 @@ def run_summary(run_dir):
     last = rows[-1] if rows else {}
     params = None
     if os.path.isfile(os.path.join(run_dir, 'config.json')):  # rebuild the model to count its parameters
-        from model import GPT, GPTConfig
+        from model import GPT
+        from train import config_from_dict
         with open(os.path.join(run_dir, 'config.json')) as f:
-            config = json.load(f)
-        known = {f.name for f in dataclasses.fields(GPTConfig)}
-        params = GPT(GPTConfig(**{k: v for k, v in config.items() if k in known})).get_num_params()
+            params = GPT(config_from_dict(json.load(f))).get_num_params()
     return dict(run=os.path.basename(os.path.normpath(run_dir)),
                 final_val=evals[-1]['val_loss'] if evals else None,
                 best_val=min(r['val_loss'] for r in evals) if evals else None,
@@ -272,10 +256,8 @@ def plot_runs(run_dirs, png):
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    tmp = png + '.tmp'
-    fig.savefig(tmp, format='png', dpi=110)
+    atomic_write(png, lambda f: fig.savefig(f, format='png', dpi=110))
     plt.close(fig)
-    os.replace(tmp, png)
     return True
 
 
@@ -291,6 +273,9 @@ def sweep(bench, paths):
                     'block_size', 'n_layer', 'n_head', 'n_embd'):
             if getattr(bench, key):
                 cmd.append(f'--{key}={getattr(bench, key)}')
+        if (bench.max_tokens or bench.max_seconds) and not bench.max_iters:
+            # the budget decides, not each config's max_iters (its lr schedule still ends at lr_decay_iters)
+            cmd.append(f'--max_iters={10 ** 12}')
         done = time.time() - started
         eta = f", ETA {done / i * (len(paths) - i):.0f}s" if i else ""
         print(f"[{i + 1}/{len(paths)}] training {name} -> {out_dir} ({done:.0f}s elapsed{eta})",

@@ -200,7 +200,7 @@ class CausalDepthwiseConv(nn.Module):
         w = self.weight
         if self.shared:  # (3, hs, K) -> (3, nh, hs, K): every head uses the same kernels
             w = w.unsqueeze(1).expand(3, self.n_head, *w.shape[1:])
-        w = w.reshape(x.size(2), self.kernel)  # (3C, K)
+        w = w.reshape(x.size(2), self.kernel).to(x.dtype)  # (3C, K); under autocast q, k, v stay bf16/fp16
         # decoding: prepend the last K-1 inputs of the previous call, then drop their outputs
         tail = cache.get('conv_tail') if cache is not None else None
         full = x if tail is None else torch.cat([tail, x], dim=1)

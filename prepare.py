@@ -15,8 +15,9 @@ and meta.json, which says how to rebuild the tokenizer. Every file is written un
 and renamed once complete, meta.json last, so an interrupted run never leaves a shard that looks valid.
 
 This file is also the bottom layer every other script imports from: it needs no torch, so the
-command-line parser shared by all scripts lives here (`parse_config`, `UsageError`), and so do the
-readers train.py and sample.py use (`load_shard`, `find_shards`, `read_meta`, `load_tokenizer`).
+command-line parser shared by all scripts lives here (`parse_config`, `UsageError`, `run_main`), and so
+do `atomic_write` and the readers train.py and sample.py use (`load_shard`, `find_shards`, `read_meta`,
+`load_tokenizer`).
 """
 import base64
 import bisect
@@ -92,8 +93,9 @@ def _unknown(name, valid):
 
 def parse_config(cls, argv, *, config_files=True):
     """
-    Build the dataclass `cls` from `argv`: optional config files (plain Python assigning fields,
-    positional arguments ending in .py) applied in order, then `--key=value` overrides.
+    Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
+    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a later
+    argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does not).
     An unknown key or a wrong type raises UsageError naming the nearest valid keys; an invalid
     combination raises whatever ValueError `cls.__post_init__` raises, re-raised as UsageError.
     List-typed fields take comma-separated values and may be repeated to append.
@@ -146,6 +148,28 @@ def run_main(main):
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
+        print(file=sys.stderr)
+        sys.exit(130)
+
+
+def atomic_write(path, write):
+    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a crash
+    mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on a full
+    disk) becomes a one-line UsageError; the temp file is removed on failure."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"could not write {path!r}: {why}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 # -----------------------------------------------------------------------------
@@ -166,21 +190,17 @@ def _header(ntok, version):
 
 
 def write_shard(path, tokens, *, dtype=None):
-    """Write `tokens` as one shard: to a temporary name, renamed over `path` once complete."""
+    """Write `tokens` as one shard, with atomic_write: `path` is complete or untouched."""
     tokens = np.asarray(tokens)
     top = int(tokens.max()) if tokens.size else 0
     dtype = np.dtype(dtype or (np.uint16 if top < 2**16 else np.uint32))
     if tokens.size and (int(tokens.min()) < 0 or top > np.iinfo(dtype).max):
         raise ValueError(f"token ids {tokens.min()}..{top} do not fit in {dtype}")
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, 'wb') as f:
-            f.write(_header(len(tokens), 1 if dtype == np.uint16 else 2))
-            f.write(tokens.astype(dtype, copy=False).tobytes())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    def write(f):
+        f.write(_header(len(tokens), 1 if dtype == np.uint16 else 2))
+        f.write(tokens.astype(dtype, copy=False).tobytes())
+    atomic_write(path, write)
 
 
 def load_shard(path):
@@ -441,10 +461,8 @@ def _shakespeare_corpus(cache_dir):
         if hashlib.sha256(data).hexdigest() != SHAKESPEARE_SHA256:
             raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; "
                              f"pass a good copy with --input=PATH")
-        os.makedirs(cache_dir, exist_ok=True)
-        with open(path + '.tmp', 'wb') as f:
-            f.write(data)
-        os.replace(path + '.tmp', path)
+        _makedirs(cache_dir)
+        atomic_write(path, lambda f: f.write(data))
     return _file_corpus([path])
 
 
@@ -508,25 +526,30 @@ def plan_split(docs, val_fraction):
 # -----------------------------------------------------------------------------
 # Decoding and encoding, piece by piece
 
-# Cut only after a letter or digit that is followed by whitespace: every pre-tokenisation pattern of
-# tiktoken's encodings (GPT-2's included) ends a piece there, so encoding text piece by piece gives
-# the same ids as encoding it whole (test_prepare.py checks this), and the pieces encode in parallel.
-_CUT = re.compile(r'[^\W_]\s')
+# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of encoding it
+# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's) all end
+# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text with
+# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters. Not
+# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2 splits it
+# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all three.
+# Char and byte ids do not depend on context, so their text is cut anywhere.
+_CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
 
 
-def _cut_point(text):
-    """Index just after the last letter or digit that is followed by whitespace; 0 if there is none."""
+def _cut_point(text, start):
+    """Index just after the last match of _CUT at or after `start`; 0 if there is none."""
     last = None
-    for last in _CUT.finditer(text, max(0, len(text) - 4096)):
+    for last in _CUT.finditer(text, max(start, len(text) - 4096)):
         pass
-    if last is None and len(text) > 4096:
-        for last in _CUT.finditer(text):
+    if last is None:
+        for last in _CUT.finditer(text, start):
             pass
-    return last.start() + 1 if last else 0
+    return last.end() if last else 0
 
 
-def _texts(doc, start, end, errors):
-    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces."""
+def _texts(doc, start, end, errors, *, bpe):
+    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
+    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in _blocks(doc, start, end):
@@ -537,7 +560,8 @@ def _texts(doc, start, end, errors):
             raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
                              f"fix the file or pass --errors=replace") from None
         pos += len(block)
-        cut = _cut_point(text) if pos < end else len(text)
+        # the carry holds no cut point, so look only from its last character on (linear, not quadratic)
+        cut = _cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
         if cut:
             yield text[:cut], pos - start
         carry = text[cut:]
@@ -642,7 +666,7 @@ def _make_tokenizer(cfg, parts, several_docs):
     if spec == 'char':  # a pass over the corpus finds the vocabulary, and checks its UTF-8 before writing
         chars = {'\n'} if several_docs else set()  # '\n' separates documents
         for _, doc, start, end in parts:
-            for text, _ in _texts(doc, start, end, cfg.errors):
+            for text, _ in _texts(doc, start, end, cfg.errors, bpe=False):
                 chars.update(text)
         return CharTokenizer(''.join(sorted(chars)))
     if spec == 'byte':
@@ -658,7 +682,12 @@ def _makedirs(path):
     while not os.path.exists(p):
         created.append(p)
         p = os.path.dirname(p)
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:  # a file in the way, no permission, a read-only or virtual file system
+        for d in filter(os.path.isdir, created):  # deepest first
+            os.rmdir(d)
+        raise UsageError(f"cannot create directory {path!r}: {e.strerror or e}") from None
     return created
 
 
@@ -671,13 +700,11 @@ def _commit(out_dir, writers, meta):
     for w in writers.values():
         for tmp, final in w.done:
             os.replace(tmp, final)
-    new = {final for w in writers.values() for _, final in w.done}
-    for old in glob.glob(os.path.join(glob.escape(out_dir), '*_*.bin*')):
-        if re.fullmatch(r'(train|val)_\d+\.bin(\.tmp\d+)?', os.path.basename(old)) and old not in new:
-            os.remove(old)  # with the leftovers of killed runs
-    with open(meta_path + '.tmp', 'w', encoding='utf-8') as f:
-        json.dump(meta, f, indent=1, ensure_ascii=False)
-    os.replace(meta_path + '.tmp', meta_path)
+    new = {os.path.basename(final) for w in writers.values() for _, final in w.done}
+    for name in os.listdir(out_dir):  # old shards, and the leftovers of killed runs
+        if re.fullmatch(r'(train|val)_\d+\.bin(\.tmp\d+)?|meta\.json\.tmp\d*', name) and name not in new:
+            os.remove(os.path.join(out_dir, name))
+    atomic_write(meta_path, lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
 
 
 def main(argv):
@@ -712,7 +739,7 @@ def main(argv):
         for n, (split, doc, start, end) in enumerate(parts):
             # <|endoftext|> starts every document (as in llm.c's fineweb.py); '\n' goes between documents
             new_doc = start == 0 and (tok.eot_token is not None or (n > 0 and parts[n - 1][0] == split))
-            for text, read in _texts(doc, start, end, cfg.errors):
+            for text, read in _texts(doc, start, end, cfg.errors, bpe=isinstance(tok, TiktokenTokenizer)):
                 yield split, text, sep if new_doc else sep[:0], done + read
                 new_doc = False
             done += end - start

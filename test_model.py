@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from model import (ATTNS, FFNS, GATED, GPT, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
-                   SpatialGatingUnit, ffn_width, sample_next)
+                   SpatialGatingUnit, extend, ffn_width, sample_next)
 
 # every block / attn / ffn combination the config accepts
 COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
@@ -65,13 +65,30 @@ def test_causality(block, attn, ffn, t):
     assert (a[:, t] - b[:, t]).abs().max() > 1e-6
 
 
-def test_causality_with_dropout_and_no_position_embeddings():
-    model = build(tiny('gmlp', pos_emb=False, dropout=0.0))
+@pytest.mark.parametrize('block', ['transformer', 'gmlp', 'amlp'])
+def test_causality_with_dropout_and_no_position_embeddings(block):
+    """In training mode, with the same dropout masks, a change at t=7 still leaves outputs before 7 alone."""
+    model = build(tiny(block, pos_emb=False, dropout=0.2)).train()
     assert model.transformer.wpe is None
     idx = idx_batch()
     changed = idx.clone()
     changed[:, 7] = (changed[:, 7] + 1) % VOCAB
-    assert torch.allclose(model(idx, idx)[0][:, :7], model(changed, changed)[0][:, :7], atol=1e-12, rtol=0)
+    torch.manual_seed(5)
+    a = model(idx, idx)[0]
+    torch.manual_seed(5)
+    b = model(changed, changed)[0]
+    assert torch.allclose(a[:, :7], b[:, :7], atol=1e-12, rtol=0)
+    assert (a[:, 7] - b[:, 7]).abs().max() > 1e-6
+    torch.manual_seed(6)
+    assert not torch.allclose(model(idx, idx)[0], a)  # dropout is really on
+
+
+def test_mdha_keeps_autocast_dtype():
+    model = GPT(tiny('transformer', 'mdha'))
+    x = torch.randn(2, 5, 16)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        qkv = model.transformer.h[0].attn.c_attn(x)
+        assert model.transformer.h[0].attn.dconv(qkv).dtype == torch.bfloat16
 
 
 def test_sgu_is_near_identity_on_z1_at_init():
@@ -193,10 +210,11 @@ def test_gpt2_init():
     assert (gm.transformer.h[0].sgu.bias == 1).all()
 
 
-@pytest.mark.parametrize('block,attn,ffn', MIXERS + [('transformer', 'mdha', 'gelu')])
-def test_cached_forward_equals_full_forward(block, attn, ffn):
+@pytest.mark.parametrize('shared', [False, True])
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_cached_forward_equals_full_forward(block, attn, ffn, shared):
     """Prefill a chunk, then one token, then another chunk: logits equal the full forward's."""
-    model = build(tiny(block, attn, ffn, dconv_shared=True)).eval()
+    model = build(tiny(block, attn, ffn, dconv_shared=shared)).eval()
     idx = idx_batch(T=14)
     full, _ = model(idx, idx)
     cache = DecodeCache(model.config.n_layer)
@@ -206,6 +224,16 @@ def test_cached_forward_equals_full_forward(block, attn, ffn):
         got.append(logits)
     assert cache.pos == 14
     assert torch.allclose(torch.cat(got, dim=1), full, atol=1e-10)
+
+
+def test_extend_keeps_the_whole_history_while_its_buffer_grows():
+    cache, parts = {}, []
+    for n in (1, 5, 1, 1, 20, 3, 1, 40):  # past the first buffer (16) and several doublings
+        new = torch.randn(2, n, 3)
+        parts.append(new)
+        got = extend(cache, 'x', new, dim=1)
+        assert torch.equal(got, torch.cat(parts, dim=1))
+    assert extend(None, 'x', new, dim=1) is new
 
 
 @pytest.mark.parametrize('block,attn,ffn', COMBOS)

@@ -49,7 +49,7 @@ def test_char_and_byte_round_trip():
     char = P.CharTokenizer(''.join(sorted(set(TEXT))))
     ids = char.encode(TEXT)
     assert char.decode(ids) == TEXT
-    assert sorted(ids) and max(ids) < char.vocab_size == len(set(TEXT))
+    assert sorted(set(ids)) == list(range(char.vocab_size)) and char.vocab_size == len(set(TEXT))
     assert char.encode('\t\n') == [0, 1]  # sorted by code point: tab and newline come first
     byte = P.ByteTokenizer()
     assert byte.decode(byte.encode(TEXT)) == TEXT and byte.vocab_size == 256
@@ -123,16 +123,31 @@ O200K = "|".join([
 def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, pattern):
     monkeypatch.setattr(P, 'PIECE_BYTES', 32)
     # merges across the places where a careless cut would split a pre-tokenised piece
-    more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45']
+    more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45', b'\n/', b'\n{']
     tok = P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
     rng = np.random.default_rng(1)
     words = ['The', 'thing', 'in', '!', '?!', '42', '12345', 'héllo', '🐍', ' ', '  ', '\n', '\r\n', '\n\n', '\t',
              '/', "it's", "WE'LL", 'CamelCase', 'x\n ', '\u3000', 'é']
     text = ''.join(rng.choice(words) for _ in range(3000))
+    # and text with no letter or digit before whitespace: CJK lines ending in 。, long lines without spaces
+    lines = ['天地玄黄。', '宇宙洪荒。 ', '/日月盈昃', '辰宿列张!', '{"k":[12,"x"]}' * 20, '。', '\t']
+    text += ''.join(rng.choice(lines) + rng.choice(['\n', '\r\n', '\n\n', '\n ']) for _ in range(500))
     doc = P.Doc('t', len(text.encode()), data=text.encode())
-    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict')]
-    assert len(pieces) > 100 and ''.join(pieces) == text
+    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=True)]
+    assert len(pieces) > 200 and ''.join(pieces) == text
     assert np.concatenate([tok.encode_array(p) for p in pieces]).tolist() == tok.enc.encode_ordinary(text)
+
+
+def test_text_without_cut_points_goes_in_bounded_pieces(monkeypatch):
+    """Text with no letter or digit before whitespace (CJK, minified) is still read in pieces of about
+    PIECE_BYTES, not carried over whole from block to block (quadratic time, the whole text in memory)."""
+    monkeypatch.setattr(P, 'PIECE_BYTES', 64)
+    cjk = '天地玄黄，宇宙洪荒。\n' * 500  # 11 characters a line
+    one_line = '{"k":[12,"x"]}' * 500  # no whitespace at all
+    for text, bpe, longest in [(cjk, True, 64 + 11), (cjk, False, 64), (one_line, False, 64)]:
+        doc = P.Doc('t', len(text.encode()), data=text.encode())
+        pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=bpe)]
+        assert ''.join(pieces) == text and max(map(len, pieces)) <= longest, (bpe, max(map(len, pieces)))
 
 
 # -----------------------------------------------------------------------------
@@ -216,6 +231,25 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, case):
     assert r.returncode == 2 and r.stdout == ''
     assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and expect in r.stderr, r.stderr
     assert not out.exists() and not (tmp_path / 'data').exists()
+
+
+@pytest.mark.parametrize('out_dir', ['f.txt', 'f.txt/sub'])
+def test_out_dir_that_cannot_be_created(tmp_path, out_dir):
+    write(tmp_path / 'f.txt', 'a file where the output directory should go')
+    r = run_cli([f"--input={write(tmp_path / 'c.txt', TEXT * 10)}", f'--out_dir={out_dir}'], cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ''
+    assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and 'f.txt' in r.stderr, r.stderr
+
+
+def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
+    path = write(tmp_path / 'x.json', 'old')
+    def fail(f):
+        f.write(b'half')
+        raise OSError(28, 'No space left on device')
+    with pytest.raises(P.UsageError, match='could not write .*No space left'):
+        P.atomic_write(path, fail)
+    P.atomic_write(str(tmp_path / 'y.json'), lambda f: f.write(b'new'))
+    assert open(path).read() == 'old' and sorted(os.listdir(tmp_path)) == ['x.json', 'y.json']
 
 
 def test_rerun_replaces_output_cleanly(tmp_path):
@@ -319,6 +353,17 @@ def test_parse_config_types_and_lists():
     assert (cfg.n_layer, cfg.learning_rate, cfg.compile, cfg.device) == (6, 3e-4, True, 'cpu')
     assert cfg.tags == ['a', 'b', 'c']  # comma-separated, and a repeated list flag appends
     assert P.parse_config(Cfg, []) == Cfg()
+
+
+def test_run_main_errors_and_interrupt(capsys):
+    def usage(argv):
+        raise P.UsageError('bad flag')
+    def interrupted(argv):
+        raise KeyboardInterrupt
+    for main, code, err in [(usage, 2, 'error: bad flag\n'), (interrupted, 130, '\n')]:
+        with pytest.raises(SystemExit) as e:
+            P.run_main(main)
+        assert e.value.code == code and capsys.readouterr().err == err
 
 
 def test_parse_config_errors():

@@ -274,6 +274,42 @@ def test_raw_shards_take_the_vocabulary_from_the_config(tmp_path):
     assert ckpt['model_args']['vocab_size'] == 40 and ckpt['meta'] is None
 
 
+def test_raw_shards_with_ids_beyond_the_vocabulary_are_one_line(tmp_path):
+    raw = write_corpus(tmp_path / 'raw', meta=False)  # ~20 distinct chars
+    with pytest.raises(UsageError, match=r'train_00000\d.bin holds token id \d+ >= vocab_size=5'):
+        run(raw, tmp_path / 'out', '--vocab_size=5', '--max_iters=1')
+
+
+def test_resume_from_a_foreign_checkpoint_is_one_line(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=2')
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    # as nanoGPT saves it: compiled-module prefixes, and no tokens_seen / rng / scaler
+    ckpt['model'] = {'_orig_mod.' + k: v for k, v in ckpt['model'].items()}
+    for key in ('tokens_seen', 'rng', 'scaler'):
+        del ckpt[key]
+    torch.save(ckpt, tmp_path / 'ckpt.pt')
+    with pytest.raises(UsageError, match='has no scaler, tokens_seen, rng: it was not written by this train.py'):
+        run(data_dir, tmp_path, '--init_from=resume')
+    model = train.model_from_checkpoint(ckpt)  # sample.py still reads it: the prefixes are stripped
+    assert model.get_num_params() > 0
+
+
+def test_resume_skips_a_log_line_cut_short(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=4')
+    with open(tmp_path / 'log.jsonl', 'a') as f:
+        f.write('{"iter": 7, "loss": 2.6')  # a kill mid-write
+    summary = run(data_dir, tmp_path, '--init_from=resume', '--max_iters=6')
+    steps, evals = read_log(tmp_path)
+    assert summary['iter_num'] == 6 and sorted(steps) == list(range(6))
+
+
+def test_out_dir_that_cannot_be_created_is_one_line(data_dir, tmp_path):
+    (tmp_path / 'f.txt').write_text('a file')
+    proc = cli(*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "f.txt"}')
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    assert re.fullmatch(r"error: out_dir '.*f.txt' cannot be created .*\n", proc.stderr), proc.stderr
+
+
 # -----------------------------------------------------------------------------
 # failures and stopping
 
@@ -285,7 +321,7 @@ def test_interrupted_checkpoint_write_keeps_the_previous_one(data_dir, tmp_path,
         f.write(b'half a checkpoint')
         raise RuntimeError('disk went away')
     monkeypatch.setattr(train.torch, 'save', broken_save)
-    with pytest.raises(RuntimeError, match='disk went away'):
+    with pytest.raises(UsageError, match=r"could not write '.*ckpt.pt': disk went away"):  # one line, no traceback
         run(data_dir, tmp_path, '--init_from=resume', '--max_iters=8')
     monkeypatch.undo()
     assert (tmp_path / 'ckpt.pt').read_bytes() == before
@@ -313,7 +349,7 @@ def test_max_seconds_stops(data_dir, tmp_path):
     summary = run(data_dir, tmp_path, '--max_iters=1000000', '--max_seconds=0.5', '--eval_interval=1000',
                   '--log_interval=1000')
     assert summary['stop'] == 'max_seconds' and 0 < summary['iter_num'] < 1000000
-    assert 0.5 <= summary['train_s'] < 5
+    assert summary['train_s'] >= 0.5  # (no upper bound: wall-clock limits belong in bench.py, not tests)
     steps, evals = read_log(tmp_path)
     assert summary['iter_num'] in evals  # the final evaluation
 

@@ -33,9 +33,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import GPT, GPTConfig
-from prepare import UsageError, find_shards, load_shard, parse_config, read_meta, run_main
+from prepare import UsageError, atomic_write, find_shards, load_shard, parse_config, read_meta, run_main
 
 CHECKPOINT_FORMAT = 1
+RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss', 'rng')
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -140,7 +141,9 @@ def resolve_dtype(name, device_type):
 
 
 # dense bf16 peaks (TFLOP/s) by GPU name, for MFU; other GPUs need --peak_flops
-PEAK_TFLOPS = {'H200': 989, 'H100': 989, 'A100': 312, 'L40S': 362, 'A10G': 125, 'L4': 121, 'RTX 4090': 165}
+# (matched as substrings of torch.cuda.get_device_name, most specific first)
+PEAK_TFLOPS = [('H200', 989), ('H100 PCIe', 756), ('H100 NVL', 835), ('H100', 989), ('A100', 312),
+               ('L40S', 362), ('L40', 181), ('L4', 121), ('A10G', 125), ('RTX 4090', 165)]
 
 
 def peak_flops(device, override=0.0):
@@ -150,7 +153,15 @@ def peak_flops(device, override=0.0):
     if not device.startswith('cuda'):
         return None
     name = torch.cuda.get_device_name(torch.device(device))
-    return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
+    return next((tf * 1e12 for key, tf in PEAK_TFLOPS if key in name), None)
+
+
+def sync_device(device_type):
+    """Wait for queued GPU work, so that a clock read measures it."""
+    if device_type == 'cuda':
+        torch.cuda.synchronize()
+    elif device_type == 'mps':
+        torch.mps.synchronize()
 
 
 def autocast_context(device_type, dtype):
@@ -177,24 +188,30 @@ def load_checkpoint(path, device='cpu'):
     return ckpt
 
 
-def model_from_checkpoint(ckpt):
-    """
-    Rebuild the GPT a checkpoint holds, from its own 'model_args' (no config file needed): fields
-    an older checkpoint lacks take today's defaults, fields GPTConfig no longer has are dropped.
-    """
+def config_from_dict(d):
+    """A GPTConfig from a dict (model_args, config.json): missing fields take today's defaults,
+    fields GPTConfig no longer has are dropped."""
     known = {f.name for f in dataclasses.fields(GPTConfig)}
     try:
-        model = GPT(GPTConfig(**{k: v for k, v in ckpt['model_args'].items() if k in known}))
+        return GPTConfig(**{k: v for k, v in d.items() if k in known})
     except ValueError as e:
         raise UsageError(f"checkpoint model_args are not valid for this model.py: {e}") from None
-    # strip the prefixes torch.compile / DDP would add, should a foreign checkpoint carry them
-    state = {k.removeprefix('_orig_mod.').removeprefix('module.'): v for k, v in ckpt['model'].items()}
+
+
+def load_weights(model, state):
+    """load_state_dict, with the prefixes torch.compile / DDP add stripped and a one-line error."""
+    state = {k.removeprefix('_orig_mod.').removeprefix('module.'): v for k, v in state.items()}
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
         raise UsageError(f"checkpoint weights do not fit the model they describe: "
                          f"{str(e).splitlines()[0]}") from None
     return model
+
+
+def model_from_checkpoint(ckpt):
+    """Rebuild the GPT a checkpoint holds from its own 'model_args' (no config file needed)."""
+    return load_weights(GPT(config_from_dict(ckpt['model_args'])), ckpt['model'])
 
 
 def get_lr(it, cfg):
@@ -218,9 +235,10 @@ class Batches:
     ranks, resumed runs) and the sampler has no state to save.
     """
 
-    def __init__(self, paths, *, block_size, batch_size, seed, device):
+    def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
         self.shards = [load_shard(p) for p in paths]
         self.block_size, self.batch_size, self.seed, self.device = block_size, batch_size, seed, device
+        self.paths, self.check_vocab = paths, check_vocab  # raw shards: no meta.json vouches for their ids
         self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
         self.ends = np.cumsum(self.starts)
         if self.ends[-1] == 0:
@@ -234,12 +252,28 @@ class Batches:
         start = pos - (self.ends[shard] - self.starts[shard])
         T = self.block_size
         xy = np.stack([self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]).astype(np.int64)
+        if self.check_vocab and xy.max() >= self.check_vocab:  # cheap: one small batch
+            bad = next(s for s, i in zip(shard, start) if self.shards[s][i:i + T + 1].max() >= self.check_vocab)
+            raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= vocab_size={self.check_vocab}; "
+                             f"pass a larger --vocab_size (GPT-2 shards: 50304)")
         xy = torch.from_numpy(xy)  # (B, T + 1)
         x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets
         if self.device.startswith('cuda'):  # pinned memory: the copy overlaps with compute
             return (x.pin_memory().to(self.device, non_blocking=True),
                     y.pin_memory().to(self.device, non_blocking=True))
         return x.to(self.device), y.to(self.device)
+
+
+def read_jsonl(path):
+    """The rows of a log.jsonl; a last line cut short by a killed run is skipped."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
 
 
 def rng_state():
@@ -258,22 +292,6 @@ def set_rng_state(state):
     name, keys, pos, has_gauss, gauss = state['numpy']
     np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
     random.setstate(state['python'])
-
-
-def atomic_write(path, write):
-    """write(f) into a temp file beside `path`, then os.replace: a crash mid-way leaves `path` as it was."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UsageError(f"could not write {path!r}: {e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 class NonFiniteLoss(UsageError):
@@ -308,11 +326,18 @@ def main(argv):
     train_paths, val_paths = find_shards(cfg.data_dir, 'train'), find_shards(cfg.data_dir, 'val')
     ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
     ckpt = load_checkpoint(ckpt_path) if cfg.init_from == 'resume' else None
+    if ckpt is not None:
+        missing = [k for k in RESUME_KEYS if k not in ckpt]
+        if missing:
+            raise UsageError(f"{ckpt_path} has no {', '.join(missing)}: it was not written by this train.py, "
+                             f"so it cannot resume exactly; use another out_dir with init_from='scratch'")
     vocab = (cfg.vocab_size or (ckpt and ckpt['model_args'].get('vocab_size'))
              or (meta and meta['vocab_size']) or 50304)  # 50304: GPT-2's 50257 padded, for raw llm.c shards
     if meta and vocab < meta['vocab_size']:
+        source = ("the --vocab_size given; leave it at 0 to use the data's" if cfg.vocab_size else
+                  f"the vocab of the checkpoint in {cfg.out_dir}; resume on the data it was trained on")
         raise UsageError(f"vocab_size={vocab} is smaller than the data's {meta['vocab_size']} "
-                         f"({cfg.data_dir}/meta.json); leave vocab_size=0 to use the data's")
+                         f"({cfg.data_dir}/meta.json): {source}")
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
     model_args = cfg.model_args()
     if ckpt is not None:  # same architecture, or a clear error; dropout may change between runs
@@ -344,7 +369,10 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                             initial_indent='config: ', subsequent_indent='    '))
         print(f"tokens per iteration: {tokens_per_iter:,} = {world} process(es) x {accum} micro-step(s) "
               f"x batch_size {cfg.batch_size} x block_size {cfg.block_size}")
-        os.makedirs(cfg.out_dir, exist_ok=True)
+        try:
+            os.makedirs(cfg.out_dir, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"out_dir {cfg.out_dir!r} cannot be created ({e.strerror}); pass --out_dir=a/new/folder") from None
         atomic_write(os.path.join(cfg.out_dir, 'config.json'),
                      lambda f: f.write(json.dumps(dataclasses.asdict(cfg), indent=1).encode()))
     if device_type == 'cuda':
@@ -352,14 +380,14 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
     ctx = autocast_context(device_type, cfg.dtype)
     batches = {split: Batches(paths, block_size=cfg.block_size, batch_size=cfg.batch_size,
-                              seed=cfg.seed, device=device)
+                              seed=cfg.seed, device=device, check_vocab=0 if meta else cfg.vocab_size)
                for split, paths in (('train', train_paths), ('val', val_paths))}
 
     # model, optimizer and loss scaler, fresh or from the checkpoint
     torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
     raw_model = GPT(GPTConfig(**model_args))
     if ckpt is not None:
-        raw_model.load_state_dict(ckpt['model'])
+        load_weights(raw_model, ckpt['model'])
     raw_model.to(device)
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
                                                device_type)
@@ -394,12 +422,6 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         train_model = DDP(model, device_ids=[torch.device(device).index] if device_type == 'cuda' else None)
     # stop decisions (signal, clock) must agree across processes: a CPU all-reduce, no GPU sync
     ctrl_group = dist.new_group(backend='gloo') if ddp and device_type == 'cuda' else None
-
-    def sync_device():
-        if device_type == 'cuda':
-            torch.cuda.synchronize()
-        elif device_type == 'mps':
-            torch.mps.synchronize()
 
     def all_reduce(t, op=dist.ReduceOp.SUM):
         if ddp:
@@ -461,8 +483,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
     if master:
         rows = []
         if cfg.init_from == 'resume' and os.path.exists(log_path):
-            with open(log_path) as f:
-                rows = [json.loads(line) for line in f if line.strip()]
+            rows = read_jsonl(log_path)
             # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
             rows = [r for r in rows if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
         atomic_write(log_path, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
@@ -513,7 +534,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             # evaluate (also at the end) and save; not at the iteration a run resumes from
             if (iter_num % cfg.eval_interval == 0 or stop and stop != 'signal') and not (
                     cfg.init_from == 'resume' and iter_num == start_iter):
-                sync_device()
+                sync_device(device_type)
                 t0 = time.time()
                 losses = estimate_loss()
                 check_finite(losses['train'], losses['val'])
