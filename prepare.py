@@ -229,12 +229,14 @@ def load_shard(path):
 
 
 def find_shards(data_dir, split):
-    """Sorted paths of data_dir/<split>_*.bin, or UsageError if there are none."""
-    paths = sorted(glob.glob(os.path.join(glob.escape(data_dir), f"{split}_*.bin")))
-    if not paths:
-        raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
-                         f"(python prepare.py writes data/pydoc_char)")
-    return paths
+    """Sorted paths of data_dir/<split>_*.bin, else of *_<split>_*.bin (llm.c's fineweb_train_000001.bin
+    names), or UsageError if there are none."""
+    for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
+        paths = sorted(glob.glob(os.path.join(glob.escape(data_dir), pattern)))
+        if paths:
+            return paths
+    raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
+                     f"(python prepare.py writes data/pydoc_char)")
 
 
 def read_meta(data_dir):

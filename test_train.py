@@ -269,6 +269,8 @@ def test_autocast_dtypes_train_on_cpu(dtype, data_dir, tmp_path):
 
 def test_raw_shards_take_the_vocabulary_from_the_config(tmp_path):
     raw = write_corpus(tmp_path / 'raw', meta=False)
+    for name in os.listdir(raw):  # llm.c's own names: fineweb_train_000000.bin, fineweb_val_000000.bin
+        os.rename(os.path.join(raw, name), os.path.join(raw, 'fineweb_' + name))
     run(raw, tmp_path / 'out', '--vocab_size=40', '--max_iters=1')
     ckpt = train.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))
     assert ckpt['model_args']['vocab_size'] == 40 and ckpt['meta'] is None
