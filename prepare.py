@@ -142,7 +142,8 @@ def parse_config(cls, argv, *, config_files=True):
 
 
 def run_main(main):
-    """Run a script's main(), turning UsageError into one line on stderr and exit code 2."""
+    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
+    a closed stdout pipe exits quietly."""
     try:
         main(sys.argv[1:])
     except UsageError as e:
@@ -151,6 +152,9 @@ def run_main(main):
     except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
         print(file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at interpreter exit
+        sys.exit(1)
 
 
 def atomic_write(path, write):

@@ -83,8 +83,8 @@ def tokenizer_for(ckpt, vocab_size):
         meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
     if meta is None:
         if vocab_size < 50257:
-            raise UsageError(f"the checkpoint does not record its tokenizer (no 'meta') and its data_dir "
-                             f"has no meta.json; rerun prepare.py into the data_dir it was trained on")
+            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its data_dir "
+                             "has no meta.json; rerun prepare.py into the data_dir it was trained on")
         # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size 50304
         print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c shards)",
               file=sys.stderr)
@@ -190,11 +190,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        run_main(main)
-    except KeyboardInterrupt:  # ^C while streaming: stop without a traceback
-        print(file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    run_main(main)
