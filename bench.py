@@ -24,35 +24,35 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from prepare import UsageError, atomic_write, parse_config, run_main
+from configurator import UsageError, atomic_write, parse_config, run_main
 
 
 @dataclass
 class BenchConfig:
     configs: list = field(default_factory=list)  # config files; default: every configs/*.py but quick.py
     # speed mode
-    device: str = 'auto'
+    device: str = 'auto'        # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:N', 'mps'
     dtype: str = 'float32'      # float32 | bfloat16 | float16 (autocast)
-    compile: bool = False
+    compile: bool = False       # torch.compile each model
     batch_size: int = 0         # 0 = each config's own
-    block_size: int = 0
-    n_layer: int = 0
-    n_head: int = 0
-    n_embd: int = 0
+    block_size: int = 0         # 0 = each config's own
+    n_layer: int = 0            # 0 = each config's own
+    n_head: int = 0             # 0 = each config's own
+    n_embd: int = 0             # 0 = each config's own
     vocab_size: int = 65        # Tiny Shakespeare char-level; 50304 for GPT-2 BPE
     iters: int = 10             # training steps per timing
     repeats: int = 5            # timings; the median is reported
-    warmup: int = 5
+    warmup: int = 5             # untimed steps first
     decode_tokens: int = 256    # new tokens per decoding timing (from a 1-token prompt)
     decode_block_size: int = 0  # 0 = the config's block_size
     peak_flops: float = 0.0     # for MFU; 0 = the GPU's bf16 peak by name (train.PEAK_TFLOPS), none on CPU
-    json: bool = False
+    json: bool = False          # print JSON instead of a markdown table
     # quality mode
-    sweep: bool = False
+    sweep: bool = False         # quality mode: train each config through train.py
     data_dir: str = ''          # '' = each config's own
     max_iters: int = 0          # 0 = each config's own
-    max_tokens: int = 0
-    max_seconds: float = 0.0
+    max_tokens: int = 0         # sweep budget: equal tokens
+    max_seconds: float = 0.0    # sweep budget: equal training seconds
     out_prefix: str = 'sweep'   # runs go to <out_prefix>-<config name>/
     plot: bool = False          # --plot DIR [DIR ...]: plot existing runs
     png: str = ''               # where the plot goes; '' = <out_prefix>.png or runs.png

@@ -32,10 +32,10 @@ GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
 class GPTConfig:
     block_size: int = 1024      # longest sequence; also the size of the SGU's spatial matrix
     vocab_size: int = 50304     # GPT-2's 50257 padded up to a multiple of 64
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
-    dropout: float = 0.0
+    n_layer: int = 12          # blocks in the stack
+    n_head: int = 12           # attention heads (transformer blocks)
+    n_embd: int = 768          # model width d_model
+    dropout: float = 0.0       # dropout on embeddings, residual branches and attention
     bias: bool = True           # False turns off every bias in Linears and LayerNorms
     block: str = 'transformer'  # 'transformer' | 'gmlp' | 'amlp'
     attn: str = 'mha'           # transformer blocks: 'mha' | 'mdha'
@@ -44,9 +44,9 @@ class GPTConfig:
     ffn: str = 'gelu'           # transformer blocks: one of FFNS
     ffn_hidden: int = 0         # FFN hidden width; 0 = 4*n_embd, gated 2/3 of that (rounded)
     ffn_multiple_of: int = 64   # gated auto width is rounded to a multiple of this
-    bias1: bool = True          # FFN bias flags (seed FeedForward): first layer,
-    bias_gate: bool = True      # gate layer,
-    bias2: bool = True          # second layer; each only applies when `bias` is True
+    bias1: bool = True          # FFN: bias of the first layer (only while bias=True)
+    bias_gate: bool = True      # FFN: bias of the gate layer (only while bias=True)
+    bias2: bool = True          # FFN: bias of the second layer (only while bias=True)
     gmlp_d_ffn: int = 0         # gMLP channel width d_ffn; 0 = 6*n_embd as in the paper
     tiny_attn_size: int = 64    # aMLP: width of the single-head tiny attention
     pos_emb: bool = True        # learned position embeddings (gMLP does not need them)

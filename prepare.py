@@ -14,17 +14,14 @@ int32 header: magic 20240520, version 1 = uint16 tokens or 2 = uint32, token cou
 and meta.json, which says how to rebuild the tokenizer. Every file is written under a temporary name
 and renamed once complete, meta.json last, so an interrupted run never leaves a shard that looks valid.
 
-This file is also the bottom layer every other script imports from: it needs no torch, so the
-command-line parser shared by all scripts lives here (`parse_config`, `UsageError`, `run_main`), and so
-do `atomic_write` and the readers train.py and sample.py use (`load_shard`, `find_shards`, `read_meta`,
-`load_tokenizer`).
+train.py and sample.py read data through this file (`load_shard`, `find_shards`, `read_meta`,
+`load_tokenizer`); flag parsing lives in configurator.py.
 """
 import base64
 import bisect
 import codecs
 import collections
 import dataclasses
-import difflib
 import glob
 import hashlib
 import io
@@ -35,145 +32,12 @@ import re
 import shlex
 import sys
 import time
-import types
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-
-class UsageError(Exception):
-    """A mistake in what the user asked for: scripts print it as one line and exit with code 2."""
-
-
-# -----------------------------------------------------------------------------
-# --key=value parsing, shared by prepare.py, train.py, sample.py and bench.py
-
-def _coerce(name, text, default):
-    """Turn the string `text` into the type of the field's default, or raise UsageError."""
-    kind = type(default)
-    try:
-        if kind is bool:
-            low = text.strip().lower()
-            if low in ('1', 'true', 'yes', 'on'):
-                return True
-            if low in ('0', 'false', 'no', 'off'):
-                return False
-            raise ValueError
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        if kind is list:  # comma-separated; a repeated flag appends (see parse_config)
-            return [part for part in text.split(',') if part]
-        return text
-    except ValueError:
-        raise UsageError(f"--{name}={text!r} is not a valid {kind.__name__} "
-                         f"(the default is {default!r})") from None
-
-
-def _check_value(name, value, default):
-    """Type check for values set in a config file (already Python objects)."""
-    kind = type(default)
-    if kind is float and type(value) is int:
-        return float(value)
-    if kind is list and isinstance(value, str):
-        return [value]
-    if type(value) is not kind:
-        raise UsageError(f"{name} = {value!r} is a {type(value).__name__}, expected "
-                         f"{kind.__name__} (the default is {default!r})")
-    return value
-
-
-def _unknown(name, valid):
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}?" if close else "run with --help to list the keys"
-    return UsageError(f"unknown key {name!r}; {hint}")
-
-
-def parse_config(cls, argv, *, config_files=True):
-    """
-    Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
-    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a later
-    argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does not).
-    An unknown key or a wrong type raises UsageError naming the nearest valid keys; an invalid
-    combination raises whatever ValueError `cls.__post_init__` raises, re-raised as UsageError.
-    List-typed fields take comma-separated values and may be repeated to append.
-    """
-    defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
-    values, seen_list = {}, set()
-    for arg in argv:
-        if arg in ('-h', '--help'):  # the keys and their defaults, then a clean exit
-            print("keys (--key=value) and defaults:\n" + "\n".join(f"  {k}={v!r}" for k, v in defaults.items()))
-            raise SystemExit(0)
-        if arg.startswith('--'):
-            key, eq, text = arg[2:].partition('=')
-            if not eq:
-                raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
-            if key not in defaults:
-                raise _unknown(key, list(defaults))
-            value = _coerce(key, text, defaults[key])
-            if isinstance(value, list) and key in seen_list:
-                value = values[key] + value  # repeated list flag: append
-            seen_list.add(key)
-            values[key] = value
-        elif config_files and arg.endswith('.py'):
-            if not os.path.isfile(arg):
-                raise UsageError(f"config file {arg!r} not found")
-            scope = {}
-            try:
-                with open(arg) as f:
-                    exec(compile(f.read(), arg, 'exec'), scope)
-            except Exception as e:  # a user's syntax error is a one-line message too
-                raise UsageError(f"config file {arg!r} failed: {type(e).__name__}: {e}") from None
-            for key, value in scope.items():
-                if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
-                    continue
-                if key not in defaults:
-                    raise UsageError(f"{arg}: " + str(_unknown(key, list(defaults))))
-                values[key] = _check_value(key, value, defaults[key])
-        else:
-            hint = "config files end in .py; " if config_files else ""
-            raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
-    try:
-        return cls(**values)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def run_main(main):
-    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
-    a closed stdout pipe exits quietly."""
-    try:
-        main(sys.argv[1:])
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
-        print(file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at interpreter exit
-        sys.exit(1)
-
-
-def atomic_write(path, write):
-    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a crash
-    mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on a full
-    disk) becomes a one-line UsageError; the temp file is removed on failure."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"could not write {path!r}: {why}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+from configurator import UsageError, atomic_write, parse_config, run_main
 
 
 # -----------------------------------------------------------------------------
@@ -635,7 +499,7 @@ class PrepareConfig:
     tokenizer: str = 'char'      # char (default) | byte | a tiktoken name (gpt2) | path/to/ranks.tiktoken
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
     val_fraction: float = 0.1    # the last 10% of the corpus is the val split
-    shard_tokens: int = 100_000_000
+    shard_tokens: int = 100_000_000  # tokens per shard file at most
     errors: str = 'strict'       # invalid UTF-8: 'strict' (an error) | 'replace' (with U+FFFD)
     workers: int = 0             # encoding threads; 0 = one per core
     cache_dir: str = 'data/downloads'  # where --dataset=shakespeare is kept

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from prepare import UsageError, load_tokenizer, parse_config, read_meta, run_main
+from configurator import UsageError, parse_config, run_main
+from prepare import load_tokenizer, read_meta
 from train import (DTYPES, TrainConfig, autocast_context, load_checkpoint, model_from_checkpoint,
                    resolve_device, resolve_dtype)
 

@@ -1,7 +1,6 @@
-"""Tests for prepare.py: tokenizers, shards, the corpus pipeline and the shared --key=value parser.
+"""Tests for prepare.py: tokenizers, shards and the corpus pipeline.
 Every test builds its own tiny corpus in tmp_path; nothing here touches the network."""
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -241,17 +240,6 @@ def test_out_dir_that_cannot_be_created(tmp_path, out_dir):
     assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and 'f.txt' in r.stderr, r.stderr
 
 
-def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
-    path = write(tmp_path / 'x.json', 'old')
-    def fail(f):
-        f.write(b'half')
-        raise OSError(28, 'No space left on device')
-    with pytest.raises(P.UsageError, match='could not write .*No space left'):
-        P.atomic_write(path, fail)
-    P.atomic_write(str(tmp_path / 'y.json'), lambda f: f.write(b'new'))
-    assert open(path).read() == 'old' and sorted(os.listdir(tmp_path)) == ['x.json', 'y.json']
-
-
 def test_rerun_replaces_output_cleanly(tmp_path):
     corpus = write(tmp_path / 'c.txt', TEXT * 40)
     out = str(tmp_path / 'out')
@@ -330,67 +318,3 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
     assert P.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
-
-
-# -----------------------------------------------------------------------------
-# parse_config, shared by every script
-
-@dataclasses.dataclass
-class Cfg:
-    n_layer: int = 4
-    learning_rate: float = 1e-3
-    compile: bool = False
-    device: str = 'cpu'
-    tags: list = dataclasses.field(default_factory=list)
-
-    def __post_init__(self):
-        if self.n_layer < 1:
-            raise ValueError(f"n_layer={self.n_layer} must be >= 1")
-
-
-def test_parse_config_types_and_lists():
-    cfg = P.parse_config(Cfg, ['--n_layer=6', '--learning_rate=3e-4', '--compile=yes', '--tags=a,b', '--tags=c'])
-    assert (cfg.n_layer, cfg.learning_rate, cfg.compile, cfg.device) == (6, 3e-4, True, 'cpu')
-    assert cfg.tags == ['a', 'b', 'c']  # comma-separated, and a repeated list flag appends
-    assert P.parse_config(Cfg, []) == Cfg()
-
-
-def test_run_main_errors_and_interrupt(capsys):
-    def usage(argv):
-        raise P.UsageError('bad flag')
-    def interrupted(argv):
-        raise KeyboardInterrupt
-    for main, code, err in [(usage, 2, 'error: bad flag\n'), (interrupted, 130, '\n')]:
-        with pytest.raises(SystemExit) as e:
-            P.run_main(main)
-        assert e.value.code == code and capsys.readouterr().err == err
-
-
-def test_parse_config_errors():
-    with pytest.raises(P.UsageError, match="unknown key 'n_layers'; did you mean n_layer"):
-        P.parse_config(Cfg, ['--n_layers=2'])
-    with pytest.raises(P.UsageError, match='not a valid int'):
-        P.parse_config(Cfg, ['--n_layer=2.5'])
-    with pytest.raises(P.UsageError, match='not a valid bool'):
-        P.parse_config(Cfg, ['--compile=maybe'])
-    with pytest.raises(P.UsageError, match='has no value'):
-        P.parse_config(Cfg, ['--n_layer'])
-    with pytest.raises(P.UsageError, match='must be >= 1'):  # __post_init__'s ValueError
-        P.parse_config(Cfg, ['--n_layer=0'])
-    with pytest.raises(P.UsageError, match='unexpected argument'):
-        P.parse_config(Cfg, ['n_layer=2'])
-
-
-def test_parse_config_file(tmp_path):
-    conf = write(tmp_path / 'small.py', "import math\nn_layer = 2\nlearning_rate = 1  # an int for a float is fine\n"
-                                        "tags = 'x'\n_private = 5\n")
-    cfg = P.parse_config(Cfg, [conf, '--n_layer=3'])  # the flag, given later, wins
-    assert (cfg.n_layer, cfg.learning_rate, cfg.tags) == (3, 1.0, ['x'])
-    bad = write(tmp_path / 'bad.py', "n_layr = 2\n")
-    with pytest.raises(P.UsageError, match='bad.py.*did you mean n_layer'):
-        P.parse_config(Cfg, [bad])
-    wrong = write(tmp_path / 'wrong.py', "compile = 'yes'\n")
-    with pytest.raises(P.UsageError, match='expected bool'):
-        P.parse_config(Cfg, [wrong])
-    with pytest.raises(P.UsageError, match='not found'):
-        P.parse_config(Cfg, [str(tmp_path / 'missing.py')])

@@ -32,8 +32,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from configurator import UsageError, atomic_write, parse_config, run_main
 from model import GPT, GPTConfig
-from prepare import UsageError, atomic_write, find_shards, load_shard, parse_config, read_meta, run_main
+from prepare import find_shards, load_shard, read_meta
 
 CHECKPOINT_FORMAT = 1
 RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss', 'rng')
@@ -45,37 +46,37 @@ PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': tor
 class TrainConfig(GPTConfig):
     """Every default of a run: the model's GPTConfig fields plus nanoGPT's training keys."""
     # I/O
-    out_dir: str = 'out'
+    out_dir: str = 'out'               # where ckpt.pt, log.jsonl and config.json go
     data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
     init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
-    eval_interval: int = 2000
+    eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
     eval_iters: int = 200              # batches per split and evaluation, the same ones every time
-    log_interval: int = 1
+    log_interval: int = 1              # iterations between progress lines / log rows
     always_save_checkpoint: bool = True  # else save at evals only when val loss improves
     # data
     vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
     batch_size: int = 12               # micro-batch size of one process
     gradient_accumulation_steps: int = 40  # global: divided among the processes
     # AdamW, linear warmup then cosine decay
-    learning_rate: float = 6e-4
-    max_iters: int = 600000
-    weight_decay: float = 1e-1
-    beta1: float = 0.9
-    beta2: float = 0.95
+    learning_rate: float = 6e-4        # peak learning rate, after warmup
+    max_iters: int = 600000            # stop after this many optimizer steps
+    weight_decay: float = 1e-1         # AdamW decoupled decay of >= 2-D weights
+    beta1: float = 0.9                 # AdamW first-moment decay
+    beta2: float = 0.95                # AdamW second-moment decay
     grad_clip: float = 1.0             # 0 = no clipping
-    decay_lr: bool = True
-    warmup_iters: int = 2000
+    decay_lr: bool = True              # warmup + cosine decay; False = constant learning_rate
+    warmup_iters: int = 2000           # linear warmup steps
     lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
     min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
     # budgets for comparing architectures at equal tokens or equal training time; 0 = no limit
-    max_tokens: int = 0
+    max_tokens: int = 0                # stop after this many training tokens (equal-token budget)
     max_seconds: float = 0.0           # counts train_s: time in training steps, evals excluded
     # system
     device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
     compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
     peak_flops: float = 0.0            # for MFU; 0 = the GPU's bf16 peak by name (PEAK_TFLOPS), none on CPU
-    seed: int = 1337
+    seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
 
     def __post_init__(self):
         def choose(name, allowed):

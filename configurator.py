@@ -1,0 +1,192 @@
+"""
+The plumbing every script shares: `--key=value` flags and plain-Python config files parsed into a
+dataclass (`parse_config`), the help text made from the dataclass's own comments (`help_text`),
+one-line errors for a user's mistakes (`UsageError`, `run_main`) and crash-safe writes
+(`atomic_write`). nanoGPT calls its equivalent configurator.py; this one checks every key and type
+against the dataclass instead of exec-ing into globals. No torch here: prepare.py imports it too.
+"""
+import dataclasses
+import difflib
+import inspect
+import os
+import re
+import sys
+import types
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: scripts print it as one line and exit with code 2."""
+
+
+# -----------------------------------------------------------------------------
+# --key=value parsing
+
+def _coerce(name, text, default):
+    """Turn the string `text` into the type of the field's default, or raise UsageError."""
+    kind = type(default)
+    try:
+        if kind is bool:
+            low = text.strip().lower()
+            if low in ('1', 'true', 'yes', 'on'):
+                return True
+            if low in ('0', 'false', 'no', 'off'):
+                return False
+            raise ValueError
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if kind is list:  # comma-separated; a repeated flag appends (see parse_config)
+            return [part for part in text.split(',') if part]
+        return text
+    except ValueError:
+        raise UsageError(f"--{name}={text!r} is not a valid {kind.__name__} "
+                         f"(the default is {default!r})") from None
+
+
+def _check_value(name, value, default):
+    """Type check for values set in a config file (already Python objects)."""
+    kind = type(default)
+    if kind is float and type(value) is int:
+        return float(value)
+    if kind is list and isinstance(value, str):
+        return [value]
+    if type(value) is not kind:
+        raise UsageError(f"{name} = {value!r} is a {type(value).__name__}, expected "
+                         f"{kind.__name__} (the default is {default!r})")
+    return value
+
+
+def _unknown(name, valid):
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "run with --help to list the keys"
+    return UsageError(f"unknown key {name!r}; {hint}")
+
+
+def exec_config_file(path):
+    """The names a plain-Python config file assigns (modules, functions and _private names skipped)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"config file {path!r} not found")
+    scope = {}
+    try:
+        with open(path) as f:
+            exec(compile(f.read(), path, 'exec'), scope)
+    except SystemExit as e:  # a config that calls sys.exit() is a mistake too, not a silent exit
+        raise UsageError(f"config file {path!r} called sys.exit({e.code!r}); config files only assign "
+                         f"keys") from None
+    except Exception as e:  # a user's syntax error is a one-line message too
+        raise UsageError(f"config file {path!r} failed: {type(e).__name__}: {e}") from None
+    return {k: v for k, v in scope.items()
+            if not k.startswith('_') and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+
+
+def parse_config(cls, argv, *, config_files=True, usage=None):
+    """
+    Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
+    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a later
+    argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does not).
+    An unknown key or a wrong type raises UsageError naming the nearest valid keys; an invalid
+    combination raises whatever ValueError `cls.__post_init__` raises, re-raised as UsageError.
+    List-typed fields take comma-separated values and may be repeated to append.
+    `-h`/`--help` prints `usage` and every key with its default and meaning, then exits 0.
+    """
+    defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
+    values, seen_list = {}, set()
+    for arg in argv:
+        if arg in ('-h', '--help'):
+            print(help_text(cls, usage))
+            raise SystemExit(0)
+        if arg.startswith('--'):
+            key, eq, text = arg[2:].partition('=')
+            if not eq:
+                raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
+            if key not in defaults:
+                raise _unknown(key, list(defaults))
+            value = _coerce(key, text, defaults[key])
+            if isinstance(value, list) and key in seen_list:
+                value = values[key] + value  # repeated list flag: append
+            seen_list.add(key)
+            values[key] = value
+        elif config_files and arg.endswith('.py'):
+            for key, value in exec_config_file(arg).items():
+                if key not in defaults:
+                    raise UsageError(f"{arg}: " + str(_unknown(key, list(defaults))))
+                values[key] = _check_value(key, value, defaults[key])
+        else:
+            hint = "config files end in .py; " if config_files else ""
+            raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
+    try:
+        return cls(**values)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+# -----------------------------------------------------------------------------
+# help: one line per key, read from the comment beside the field where it is defined
+
+_FIELD = re.compile(r'^\s+(\w+)\s*:\s*[^=#]+=[^#]*#\s*(.+?)\s*$')
+
+
+def field_docs(cls):
+    """{field: its trailing comment} for `cls` and its dataclass bases (a subclass's comment wins)."""
+    docs = {}
+    for klass in reversed(cls.__mro__):
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):  # built-ins, classes made by make_dataclass
+            continue
+        for line in source.splitlines():
+            m = _FIELD.match(line)
+            if m:
+                docs[m.group(1)] = m.group(2)
+    return docs
+
+
+def help_text(cls, usage=None):
+    """The usage line, then every key as `--key=default  meaning`, in field order."""
+    usage = usage or f"python {os.path.basename(sys.argv[0])} [config.py ...] [--key=value ...]"
+    docs = field_docs(cls)
+    rows = [(f"--{f.name}={getattr(cls(), f.name)!r}", docs.get(f.name, ''))
+            for f in dataclasses.fields(cls)]
+    width = min(max(len(k) for k, _ in rows), 34)
+    lines = [f"usage: {usage}", "", "keys (a later argument wins):"]
+    lines += [f"  {k:<{width}}  {d}".rstrip() for k, d in rows]
+    return "\n".join(lines)
+
+
+# -----------------------------------------------------------------------------
+# running a script, writing files
+
+def run_main(main):
+    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
+    a closed stdout pipe exits quietly."""
+    try:
+        main(sys.argv[1:])
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
+        print(file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at interpreter exit
+        sys.exit(1)
+
+
+def atomic_write(path, write):
+    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a crash
+    mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on a full
+    disk) becomes a one-line UsageError; the temp file is removed on failure."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"could not write {path!r}: {why}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
