@@ -44,9 +44,12 @@ def _coerce(name, text, default):
                          f"(the default is {default!r})") from None
 
 
-def _check_value(name, value, default):
-    """Type check for values set in a config file (already Python objects)."""
+def _check_value(name, value, default, metadata=None):
+    """Type check for values set in a config file (already Python objects). A field whose metadata
+    says `accepts_bool` also takes True/False (a str field that was a bool once, e.g. pos_emb)."""
     kind = type(default)
+    if isinstance(value, bool) and (metadata or {}).get('accepts_bool'):
+        return value
     if kind is float and type(value) is int:
         return float(value)
     if kind is list and isinstance(value, str):
@@ -91,6 +94,7 @@ def parse_config(cls, argv, *, config_files=True, usage=None):
     `-h`/`--help` prints `usage` and every key with its default and meaning, then exits 0.
     """
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
+    metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
     values, seen_list = {}, set()
     for arg in argv:
         if arg in ('-h', '--help'):
@@ -111,7 +115,7 @@ def parse_config(cls, argv, *, config_files=True, usage=None):
             for key, value in exec_config_file(arg).items():
                 if key not in defaults:
                     raise UsageError(f"{arg}: " + str(_unknown(key, list(defaults))))
-                values[key] = _check_value(key, value, defaults[key])
+                values[key] = _check_value(key, value, defaults[key], metadata[key])
         else:
             hint = "config files end in .py; " if config_files else ""
             raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")

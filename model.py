@@ -10,13 +10,17 @@ Every block this repository compares, in one file, behind one GPTConfig.
 - 'gmlp': "Pay Attention to MLPs", arXiv:2105.08050: channel MLP with a causal Spatial Gating Unit.
 - 'amlp': gMLP plus a tiny single-head attention added to the spatial gate (same paper, sec. 4.3).
 
+Modern options combine with every block where they make sense: norm='rmsnorm' (LLaMA), rotary
+positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon' (train.py).
+
 Tensors are (B, T, C): batch, time, channels. Incremental decoding keeps a DecodeCache; every
 token mixer (attention, depth-wise conv, SGU, tiny attention) reads and extends it so that a new
 token costs O(T) instead of a full forward pass.
 """
+import functools
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -26,6 +30,11 @@ BLOCKS = ('transformer', 'gmlp', 'amlp')
 ATTNS = ('mha', 'mdha')
 FFNS = ('relu', 'gelu', 'relu2', 'glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
 GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
+NORMS = ('layernorm', 'rmsnorm')
+POS_EMBS = ('learned', 'none', 'rope')
+DCONV_INITS = ('primer', 'random')
+MATCHES = ('', 'gpt')
+OPTIMIZERS = ('adamw', 'muon')
 
 
 @dataclass
@@ -41,6 +50,7 @@ class GPTConfig:
     attn: str = 'mha'           # transformer blocks: 'mha' | 'mdha'
     dconv_kernel: int = 3       # MDHA: depth-wise conv width along the sequence
     dconv_shared: bool = False  # MDHA: share kernels across heads (labml) instead of per channel
+    dconv_init: str = 'primer'  # MDHA conv init: 'primer' (0.5 now, 0.5/K earlier) | 'random' (nn.Conv1d's)
     ffn: str = 'gelu'           # transformer blocks: one of FFNS
     ffn_hidden: int = 0         # FFN hidden width; 0 = 4*n_embd, gated 2/3 of that (rounded)
     ffn_multiple_of: int = 64   # gated auto width is rounded to a multiple of this
@@ -49,13 +59,23 @@ class GPTConfig:
     bias2: bool = True          # FFN: bias of the second layer (only while bias=True)
     gmlp_d_ffn: int = 0         # gMLP channel width d_ffn; 0 = 6*n_embd as in the paper
     tiny_attn_size: int = 64    # aMLP: width of the single-head tiny attention
-    pos_emb: bool = True        # learned position embeddings (gMLP does not need them)
+    pos_emb: str = field(default='learned', metadata={'accepts_bool': True})  # 'learned' | 'none' | 'rope' (True/False = learned/none)
+    rope_base: float = 10000.0  # RoPE: theta_i = rope_base^(-2i/head_size)
+    norm: str = 'layernorm'     # every norm, the SGU's included: 'layernorm' | 'rmsnorm'
     tie_weights: bool = True    # share wte and lm_head weights
+    match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn so the model has the GPT-2 block's parameter count
 
     def __post_init__(self):
         def choose(field, value, allowed):
             if value not in allowed:
-                raise ValueError(f"unknown {field} {value!r}; choose one of {', '.join(allowed)}")
+                raise ValueError(f"unknown {field} {value!r}; choose one of {', '.join(a or repr(a) for a in allowed)}")
+        # pos_emb was a bool before rotary positions existed: old configs and checkpoints keep working
+        legacy = {True: 'learned', False: 'none', 'true': 'learned', 'false': 'none'}
+        self.pos_emb = legacy.get(self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb, self.pos_emb)
+        choose('pos_emb', self.pos_emb, POS_EMBS)
+        choose('norm', self.norm, NORMS)
+        choose('dconv_init', self.dconv_init, DCONV_INITS)
+        choose('match_params', self.match_params, MATCHES)
         choose('block', self.block, BLOCKS)
         choose('attn', self.attn, ATTNS)
         choose('ffn', self.ffn, FFNS)
@@ -78,14 +98,32 @@ class GPTConfig:
                 raise ValueError(f"block={self.block!r} has no attention or FFN sub-layer, so "
                                  f"attn/ffn must stay at their defaults ('mha'/'gelu'); "
                                  f"use gmlp_d_ffn to size it")
-            if gmlp_width(self) % 2:
-                raise ValueError(f"gmlp_d_ffn={gmlp_width(self)} must be even (the SGU splits it in two)")
+            if self.block == 'gmlp' and self.pos_emb == 'rope':
+                raise ValueError("block='gmlp' has no attention for rotary positions to rotate; use "
+                                 "pos_emb='none' (the SGU's weights are positional) or block='amlp'")
+            if self.gmlp_d_ffn % 2:
+                raise ValueError(f"gmlp_d_ffn={self.gmlp_d_ffn} must be even (the SGU splits it in two)")
+        if self.pos_emb == 'rope' and self.head_size % 2:
+            raise ValueError(f"rotary positions rotate pairs of channels: head size {self.head_size} must be even")
+        if self.norm == 'rmsnorm' and not hasattr(nn, 'RMSNorm'):
+            raise ValueError(f"norm='rmsnorm' needs torch >= 2.4 (nn.RMSNorm); this is torch {torch.__version__}")
+        if self.match_params and (self.ffn_hidden if self.block == 'transformer' else self.gmlp_d_ffn):
+            knob = 'ffn_hidden' if self.block == 'transformer' else 'gmlp_d_ffn'
+            raise ValueError(f"match_params={self.match_params!r} picks {knob} itself; set {knob}=0 or "
+                             f"match_params=''")
+
+    @property
+    def head_size(self):
+        """Channels per query/key of the attention rotary positions apply to (aMLP: the tiny attention)."""
+        return self.n_embd // self.n_head if self.block == 'transformer' else self.tiny_attn_size
 
 
 def ffn_width(config):
     """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs so that 3 matrices cost what 2 did."""
     if config.ffn_hidden:
         return config.ffn_hidden
+    if config.match_params:
+        return matched_width(config)
     if config.ffn in GATED:  # arXiv:2002.05202 sec. 2: d_ff reduced by 2/3 to keep parameters equal
         m = config.ffn_multiple_of
         return max(m, m * round(2 * 4 * config.n_embd / 3 / m))
@@ -93,7 +131,46 @@ def ffn_width(config):
 
 
 def gmlp_width(config):
+    if config.match_params and not config.gmlp_d_ffn:
+        return matched_width(config)
     return config.gmlp_d_ffn or 6 * config.n_embd  # arXiv:2105.08050 sec. 2 uses d_ffn = 6 d_model
+
+
+def count_params(config):
+    """Every parameter of GPT(config), a tied one once: the one convention used for matching sizes.
+    Built on the meta device, so it allocates nothing."""
+    with torch.device('meta'):
+        return GPT(config).get_num_params()
+
+
+def matched_width(config):
+    """
+    The width knob (ffn_hidden for transformer blocks, gmlp_d_ffn for gMLP/aMLP) that gives `config`
+    the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the same
+    depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob, so two
+    counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing within 0.5%.
+    """
+    return _matched_width(tuple(sorted(vars(config).items())))
+
+
+@functools.lru_cache(maxsize=None)
+def _matched_width(items):
+    config = replace(GPTConfig(**dict(items)), match_params='')
+    target = count_params(replace(config, block='transformer', attn='mha', ffn='gelu', ffn_hidden=0,
+                                  gmlp_d_ffn=0, pos_emb='learned', norm='layernorm'))
+    knob, step = ('ffn_hidden', 1) if config.block == 'transformer' else ('gmlp_d_ffn', 2)
+    p1, p2 = (count_params(replace(config, **{knob: w})) for w in (64, 128))
+    exact = 64 + (target - p1) * 64 / (p2 - p1)
+    best = None
+    for m in (64, 32, 16, 8, 4, 2, 1):
+        if m % step:
+            continue
+        w = max(m, m * round(exact / m))
+        err = abs(count_params(replace(config, **{knob: w})) - target) / target
+        if err <= 0.005:
+            return w
+        best = min(best or (err, w), (err, w))
+    return best[1]
 
 
 # -----------------------------------------------------------------------------
@@ -144,6 +221,44 @@ def causal_attention(q, k, v, *, dropout_p=0.0):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
+def make_norm(config, dim):
+    """The one place a norm is chosen: GPT-2's LayerNorm (bias while bias=True) or RMSNorm (LLaMA)."""
+    if config.norm == 'layernorm':
+        return nn.LayerNorm(dim, bias=config.bias)
+    if config.norm == 'rmsnorm':  # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
+        return nn.RMSNorm(dim, eps=1e-5)
+    raise ValueError(f"unknown norm {config.norm!r}; choose one of {', '.join(NORMS)}")
+
+
+class Rotary(nn.Module):
+    """
+    Rotary position embedding (RoPE), Su et al. arXiv:2104.09864: channel i of a head and channel
+    i + hs/2 form a pair that turns by the angle t * theta_i at position t, theta_i = base^(-2i/hs),
+    so q_t . k_s depends on t - s only. (Pairs (i, i + hs/2) as in GPT-NeoX and LLaMA's HF code,
+    instead of the paper's (2i, 2i+1): the same rotation up to a fixed permutation of channels.)
+    """
+
+    def __init__(self, *, head_size, block_size, base):
+        super().__init__()
+        theta = base ** (-torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)  # (hs/2,)
+        angle = torch.outer(torch.arange(block_size, dtype=torch.float32), theta)  # (block_size, hs/2)
+        # buffers, not parameters, and not in the state dict: checkpoints stay as they were
+        self.register_buffer('cos', angle.cos(), persistent=False)
+        self.register_buffer('sin', angle.sin(), persistent=False)
+
+    def forward(self, x, pos=0):
+        # x: (B, nh, T, hs) holding positions pos .. pos+T-1; rotated in float32, returned in x's dtype
+        T = x.size(-2)
+        cos, sin = self.cos[pos:pos + T], self.sin[pos:pos + T]  # (T, hs/2)
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
+
+
+def make_rotary(config, head_size):
+    return Rotary(head_size=head_size, block_size=config.block_size,
+                  base=config.rope_base) if config.pos_emb == 'rope' else None
+
+
 # -----------------------------------------------------------------------------
 # Token mixers
 
@@ -188,12 +303,17 @@ class CausalDepthwiseConv(nn.Module):
     head dimension reused by every head (labml's variant). Padding is on the left only: causal.
     """
 
-    def __init__(self, *, n_embd, n_head, kernel, shared):
+    def __init__(self, *, n_embd, n_head, kernel, shared, init='primer'):
         super().__init__()
         self.kernel, self.n_head, self.shared = kernel, n_head, shared
         per = n_embd // n_head if shared else n_embd
-        # (3, per, K): q, k, v each get their own kernels. nn.Conv1d's default init, U(±1/sqrt(K)).
-        self.weight = nn.Parameter(torch.empty(3, per, kernel).uniform_(-kernel ** -0.5, kernel ** -0.5))
+        # (3, per, K): q, k, v each get their own kernels; tap K-1 reads the current position
+        if init == 'primer':  # the Primer authors' code: 0.5 on now, 0.5/K on each earlier step (~identity)
+            w = torch.full((3, per, kernel), 0.5 / kernel)
+            w[..., kernel - 1] = 0.5
+        else:  # 'random': nn.Conv1d's default init, U(±1/sqrt(K))
+            w = torch.empty(3, per, kernel).uniform_(-kernel ** -0.5, kernel ** -0.5)
+        self.weight = nn.Parameter(w)
 
     def forward(self, x, cache=None):
         # x: (B, T, 3C), the concatenated q, k, v projections
@@ -220,18 +340,21 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.dconv = None
         if config.attn == 'mdha':
-            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head,
-                                             kernel=config.dconv_kernel, shared=config.dconv_shared)
+            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head, kernel=config.dconv_kernel,
+                                             shared=config.dconv_shared, init=config.dconv_init)
+        self.rotary = make_rotary(config, config.n_embd // config.n_head)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, cache=None):
+    def forward(self, x, cache=None, pos=0):
         B, T, C = x.size()
         qkv = self.c_attn(x)  # (B, T, 3C)
         if self.dconv is not None:
             qkv = self.dconv(qkv, cache)  # Primer MDHA: conv over time per channel
         q, k, v = qkv.split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.rotary is not None:  # after MDHA's conv; keys are cached rotated, at their own positions
+            q, k = self.rotary(q, pos), self.rotary(k, pos)
         k = extend(cache, 'k', k, dim=2)  # (B, nh, Tk, hs), Tk = cached + T
         v = extend(cache, 'v', v, dim=2)
         y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
@@ -292,10 +415,13 @@ class TinyAttention(nn.Module):
         self.d_attn = config.tiny_attn_size
         self.c_attn = nn.Linear(config.n_embd, 3 * self.d_attn, bias=config.bias)
         self.c_proj = nn.Linear(self.d_attn, d_out, bias=config.bias)
+        self.rotary = make_rotary(config, self.d_attn)
         self.dropout = config.dropout
 
-    def forward(self, x, cache=None):
+    def forward(self, x, cache=None, pos=0):
         q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
+        if self.rotary is not None:
+            q, k = self.rotary(q, pos), self.rotary(k, pos)
         k = extend(cache, 'tiny_k', k, dim=2)
         v = extend(cache, 'tiny_v', v, dim=2)
         y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
@@ -313,7 +439,7 @@ class SpatialGatingUnit(nn.Module):
     def __init__(self, config, d_ffn):
         super().__init__()
         T = config.block_size
-        self.ln = nn.LayerNorm(d_ffn // 2, bias=config.bias)
+        self.ln = make_norm(config, d_ffn // 2)
         # uniform(±0.01/T): near zero even summed over T positions (labml uses ±0.01; lucidrains 1e-3/T)
         self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
         self.bias = nn.Parameter(torch.ones(T))
@@ -339,13 +465,13 @@ class Block(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = make_norm(config, config.n_embd)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_2 = make_norm(config, config.n_embd)
         self.mlp = MLP(config)
 
     def forward(self, x, cache=None, pos=0):
-        x = x + self.attn(self.ln_1(x), cache)
+        x = x + self.attn(self.ln_1(x), cache, pos)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -355,7 +481,7 @@ class GMLPBlock(nn.Module):
     def __init__(self, config):
         super().__init__()
         d_ffn = gmlp_width(config)
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = make_norm(config, config.n_embd)
         # $Z = \sigma(X U)$ split in halves Z1, Z2 as two Linears: the same math as one Linear and
         # a chunk, but contiguous halves (on CPU ~10% faster: no copies or cat in the backward)
         self.c_fc = nn.Linear(config.n_embd, d_ffn // 2, bias=config.bias)  # Z1, the gated values
@@ -367,7 +493,7 @@ class GMLPBlock(nn.Module):
 
     def forward(self, x, cache=None, pos=0):
         h = self.ln_1(x)
-        gate_res = self.attn(h, cache) if self.attn is not None else None
+        gate_res = self.attn(h, cache, pos) if self.attn is not None else None
         z = self.sgu(F.gelu(self.c_fc(h)), F.gelu(self.c_gate(h)), gate_res, cache, pos)
         return x + self.dropout(self.c_proj(z))
 
@@ -391,10 +517,10 @@ class GPT(nn.Module):
         self.config = config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd) if config.pos_emb else None,
+            wpe=nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None,
             drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([make_block(config) for _ in range(config.n_layer)]),
-            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+            ln_f=make_norm(config, config.n_embd),
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_weights:
@@ -414,12 +540,12 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def get_num_params(self, non_embedding=True):
-        """Parameter count; by default without position embeddings (token embeddings are tied to lm_head)."""
-        n = sum(p.numel() for p in self.parameters())
-        if non_embedding and self.transformer.wpe is not None:
-            n -= self.transformer.wpe.weight.numel()
-        return n
+    def get_num_params(self):
+        """
+        Every parameter, a tied one once (wte = lm_head): position embeddings and the SGU's
+        positional T x T weights included. One convention for every block, used to match sizes.
+        """
+        return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, targets=None, cache=None):
         B, T = idx.size()
@@ -442,15 +568,46 @@ class GPT(nn.Module):
             return logits, loss
         return self.lm_head(x[:, [-1], :]), None  # inference: only the last position, (B, 1, V)
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        # decay every >= 2-D tensor (matmul weights, embeddings, SGU's W, conv kernels); not biases or norms
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [
-            {'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
-            {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0},
-        ]
+    def optimizer_groups(self, optimizer='adamw'):
+        """
+        {group: [parameter names]}, each trainable parameter in exactly one group.
+        'muon' (optimizer='muon' only): the 2-D matrices inside the blocks that map features to
+          features (c_attn, c_fc, c_gate, c_proj, the tiny attention's): what Muon orthogonalises.
+        'decay': other >= 2-D tensors under AdamW with weight decay: the embeddings and lm_head (a
+          lookup table and a classifier, not hidden maps), the SGU's spatial W (it mixes positions, is
+          masked to its lower triangle and starts near 0: orthogonalising it would undo all three),
+          MDHA's conv kernels (3-D).
+        'no_decay': biases and norm gains, AdamW without decay.
+        """
+        groups = {'muon': [], 'decay': [], 'no_decay': []}
+        for name, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
+            hidden = p.dim() == 2 and name.startswith('transformer.h.') and not name.endswith('sgu.weight')
+            group = 'muon' if hidden and optimizer == 'muon' else 'decay' if p.dim() >= 2 else 'no_decay'
+            groups[group].append(name)
+        return groups
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer='adamw'):
+        """AdamW, or Muon for the hidden matrices plus AdamW for the rest (see optimizer_groups)."""
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        params = dict(self.named_parameters())
+        names = self.optimizer_groups(optimizer)
         fused = 'fused' in inspect.signature(torch.optim.AdamW).parameters and device_type == 'cuda'
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+        adamw = torch.optim.AdamW([
+            {'params': [params[n] for n in names['decay']], 'weight_decay': weight_decay},
+            {'params': [params[n] for n in names['no_decay']], 'weight_decay': 0.0},
+        ], lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+        if optimizer == 'adamw':
+            return adamw
+        if not hasattr(torch.optim, 'Muon'):
+            raise ValueError(f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this is torch {torch.__version__}")
+        # Muon (Jordan et al. 2024) with Moonshot's update scaling (arXiv:2502.16982): 0.2 sqrt(max(A, B))
+        # matches AdamW's update RMS, so the same learning_rate, schedule and weight decay apply
+        muon = torch.optim.Muon([params[n] for n in names['muon']], lr=learning_rate,
+                                weight_decay=weight_decay, adjust_lr_fn='match_rms_adamw')
+        return Optimizers(adamw=adamw, muon=muon)
 
     def flops_per_token(self, T=None):
         """
@@ -507,6 +664,36 @@ class GPT(nn.Module):
         """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
         new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator))
         return torch.cat([idx, *new], dim=1)
+
+
+class Optimizers:
+    """Several torch optimizers stepped as one (Muon + AdamW): param_groups, step, zero_grad and
+    state_dict span them all, so train.py's loop, GradScaler and checkpoints treat them as one."""
+
+    def __init__(self, **optimizers):
+        self.optimizers = optimizers
+
+    @property
+    def param_groups(self):
+        return [g for opt in self.optimizers.values() for g in opt.param_groups]
+
+    def step(self):
+        for opt in self.optimizers.values():
+            opt.step()
+
+    def zero_grad(self, set_to_none=True):
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
+
+    def load_state_dict(self, state):
+        if not isinstance(state, dict) or set(state) != set(self.optimizers):
+            raise ValueError(f"optimizer state holds {sorted(state) if isinstance(state, dict) else type(state).__name__}, "
+                             f"expected {sorted(self.optimizers)}: it was saved by another optimizer")
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state[name])
 
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):

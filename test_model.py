@@ -2,14 +2,15 @@
 model.py's properties, on CPU in seconds: shapes, causality, paper formulas written out plainly,
 parameter parity, cached decoding equal to full decoding, overfitting, and config errors.
 """
+import copy
 import math
 
 import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, FFNS, GATED, GPT, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
-                   SpatialGatingUnit, extend, ffn_width, sample_next)
+from model import (ATTNS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+                   Rotary, SpatialGatingUnit, count_params, extend, ffn_width, gmlp_width, matched_width, sample_next)
 
 # every block / attn / ffn combination the config accepts
 COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
@@ -17,6 +18,11 @@ COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
 MIXERS = [('transformer', 'mha', 'gelu'), ('transformer', 'mdha', 'relu2'),
           ('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')]
 VOCAB = 13
+
+
+def positions(block):
+    """The pos_emb options a block takes: gMLP has no attention for rotary positions."""
+    return [p for p in POS_EMBS if not (block == 'gmlp' and p == 'rope')]
 
 
 def tiny(block='transformer', attn='mha', ffn='gelu', **kw):
@@ -211,10 +217,10 @@ def test_gpt2_init():
 
 
 @pytest.mark.parametrize('shared', [False, True])
-@pytest.mark.parametrize('block,attn,ffn', MIXERS)
-def test_cached_forward_equals_full_forward(block, attn, ffn, shared):
+@pytest.mark.parametrize('block,attn,ffn,pos', [(*m, p) for m in MIXERS for p in positions(m[0])])
+def test_cached_forward_equals_full_forward(block, attn, ffn, pos, shared):
     """Prefill a chunk, then one token, then another chunk: logits equal the full forward's."""
-    model = build(tiny(block, attn, ffn, dconv_shared=shared)).eval()
+    model = build(tiny(block, attn, ffn, dconv_shared=shared, pos_emb=pos)).eval()
     idx = idx_batch(T=14)
     full, _ = model(idx, idx)
     cache = DecodeCache(model.config.n_layer)
@@ -236,10 +242,10 @@ def test_extend_keeps_the_whole_history_while_its_buffer_grows():
     assert extend(None, 'x', new, dim=1) is new
 
 
-@pytest.mark.parametrize('block,attn,ffn', COMBOS)
-def test_cached_generate_equals_uncached_greedy(block, attn, ffn):
+@pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
+def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
     """Token for token, including past block_size where the window slides (16 + 30 > 16)."""
-    model = build(tiny(block, attn, ffn)).eval()
+    model = build(tiny(block, attn, ffn, pos_emb=pos, norm='rmsnorm' if pos == 'rope' else 'layernorm')).eval()
     with torch.no_grad():  # large random weights: input-sensitive, no near-tie greedy choices
         for p in model.parameters():
             p.normal_(0, 0.5)
@@ -338,8 +344,193 @@ def test_flops_per_token_counts_each_mixer():
     assert base.estimate_mfu(1e6, peak_flops=expected * 2e6) == pytest.approx(0.5)
 
 
-def test_param_count_excludes_position_embeddings():
-    model = GPT(tiny())
-    total = sum(p.numel() for p in model.parameters())
-    assert model.get_num_params(non_embedding=False) == total
-    assert model.get_num_params() == total - 16 * 16
+def test_param_count_is_every_parameter_once():
+    # one convention for every block: tied wte/lm_head once, positional tensors (wpe, SGU's W) included
+    for kw in (dict(), dict(block='gmlp', pos_emb='none')):
+        model = GPT(tiny(**kw))
+        names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+        assert len(names) == len(list(model.parameters()))  # the tied weight is listed once
+        total = sum(p.numel() for p in model.parameters())
+        assert model.get_num_params() == total == count_params(tiny(**kw))
+    assert GPT(tiny()).transformer.wpe.weight.numel() == 16 * 16
+
+
+# -----------------------------------------------------------------------------
+# modern options: RMSNorm, rotary positions, Muon; paper-faithful MDHA init; width matching
+
+def test_rmsnorm_equals_its_formula():
+    model = build(tiny(norm='rmsnorm'))
+    norm = model.transformer.h[0].ln_1
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = torch.randn(3, 5, 16, dtype=torch.float64) * 3 + 1
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * norm.weight
+    assert torch.allclose(norm(x), expected, atol=1e-12)
+    names = [n for n, _ in model.named_parameters()]
+    assert not any(n.endswith('ln_1.bias') for n in names)  # no mean, no bias
+    gm = build(tiny('gmlp', norm='rmsnorm'))
+    assert isinstance(gm.transformer.h[0].sgu.ln, torch.nn.RMSNorm)  # the SGU's norm follows too
+
+
+def rope_reference(x, base=10000.0):
+    """RoPE as in Su et al. 2021, eq. 13-15: a block-diagonal rotation R_t per position, built as a
+    dense matrix, acting on channel pairs (i, i + hs/2) (model.Rotary's pairing)."""
+    B, H, T, D = x.shape
+    out = torch.empty_like(x)
+    for t in range(T):
+        R = torch.zeros(D, D, dtype=x.dtype)
+        for i in range(D // 2):
+            a = t * base ** (-2 * i / D)
+            j = i + D // 2
+            R[i, i], R[i, j], R[j, i], R[j, j] = math.cos(a), -math.sin(a), math.sin(a), math.cos(a)
+        out[:, :, t] = x[:, :, t] @ R.T
+    return out
+
+
+def test_rotary_equals_plain_rope_and_attention_uses_it():
+    rot = Rotary(head_size=8, block_size=16, base=10000.0).double()
+    x = torch.randn(2, 3, 10, 8, dtype=torch.float64)
+    assert torch.allclose(rot(x), rope_reference(x), atol=1e-6)
+    assert torch.allclose(rot(x[:, :, 4:], pos=4), rope_reference(x)[:, :, 4:], atol=1e-6)  # decoding offset
+    # the attention module: q and k rotated by the reference, v not, then plain causal softmax attention
+    model = build(tiny(pos_emb='rope'))
+    attn = model.transformer.h[0].attn
+    h = torch.randn(2, 10, 16, dtype=torch.float64)
+    q, k, v = attn.c_attn(h).split(16, dim=2)
+    q, k, v = (t.view(2, 10, 2, 8).transpose(1, 2) for t in (q, k, v))
+    q, k = rope_reference(q), rope_reference(k)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    scores = scores.masked_fill(torch.ones(10, 10).triu(1).bool(), float('-inf'))
+    y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 10, 16)
+    assert torch.allclose(attn(h), attn.c_proj(y), atol=1e-10)
+    assert model.transformer.wpe is None
+
+
+@pytest.mark.parametrize('block,attn,ffn', [('transformer', 'mha', 'swiglu'), ('transformer', 'mdha', 'relu2'),
+                                            ('amlp', 'mha', 'gelu')])
+@pytest.mark.parametrize('t', [0, 6])
+def test_rope_and_rmsnorm_keep_causality(block, attn, ffn, t):
+    model = build(tiny(block, attn, ffn, pos_emb='rope', norm='rmsnorm')).eval()
+    idx = idx_batch()
+    changed = idx.clone()
+    changed[:, t] = (changed[:, t] + 1) % VOCAB
+    a, _ = model(idx, idx)
+    b, _ = model(changed, changed)
+    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-12, rtol=0)
+    assert (a[:, t] - b[:, t]).abs().max() > 1e-6
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    rot = Rotary(head_size=8, block_size=64, base=10000.0).double()
+    q, k = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+
+    def score(t, s):  # q placed at position t, k at position s
+        qs = torch.zeros(1, 1, 64, 8, dtype=torch.float64)
+        ks = torch.zeros(1, 1, 64, 8, dtype=torch.float64)
+        qs[0, 0, t], ks[0, 0, s] = q, k
+        return (rot(qs)[0, 0, t] @ rot(ks)[0, 0, s]).item()
+    for offset in (0, 3, 17):
+        values = [score(s + offset, s) for s in (0, 5, 20, 40)]
+        assert max(values) - min(values) < 1e-6, (offset, values)  # float32 cos/sin tables
+    assert abs(score(3, 0) - score(10, 0)) > 1e-3  # and it does depend on the offset
+
+
+def test_new_flag_defaults_change_nothing():
+    """Old configs (pos_emb a bool) and the defaults build the same model as before these flags existed:
+    same parameter names, shapes and (seeded) values, no rotary buffers in the state dict."""
+    for old, new in [(dict(), dict(pos_emb='learned', norm='layernorm', match_params='')),
+                     (dict(pos_emb=True), dict(pos_emb='learned')),
+                     (dict(block='gmlp', pos_emb=False), dict(block='gmlp', pos_emb='none')),
+                     (dict(block='amlp', pos_emb=False), dict(block='amlp', pos_emb='none'))]:
+        a, b = build(tiny(**old)).state_dict(), build(tiny(**new)).state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    default = build(tiny())
+    assert not any(isinstance(m, (torch.nn.RMSNorm, Rotary)) for m in default.modules())
+    assert all(isinstance(m.ln_1, torch.nn.LayerNorm) for m in default.transformer.h)
+    assert GPTConfig().pos_emb == 'learned' and GPTConfig(pos_emb='False').pos_emb == 'none'
+    rope = build(tiny(pos_emb='rope'))
+    assert not any('cos' in k or 'sin' in k for k in rope.state_dict())  # checkpoints unchanged in form
+
+
+def test_mdha_conv_starts_as_the_primer_authors_code():
+    K = 3
+    conv = CausalDepthwiseConv(n_embd=16, n_head=2, kernel=K, shared=False)  # default init='primer'
+    assert torch.equal(conv.weight[..., K - 1], torch.full((3, 16), 0.5))  # tap K-1 reads position t
+    assert torch.equal(conv.weight[..., :K - 1], torch.full((3, 16, K - 1), 0.5 / K))
+    x = torch.randn(1, 6, 48)
+    y = conv(x)
+    assert torch.allclose(y[:, 2], 0.5 * x[:, 2] + 0.5 / K * (x[:, 1] + x[:, 0]))
+    model = build(tiny(attn='mdha'))  # GPT's own init leaves it alone
+    assert torch.equal(model.transformer.h[0].attn.dconv.weight[..., K - 1], torch.full((3, 16), 0.5, dtype=torch.float64))
+    rand = CausalDepthwiseConv(n_embd=16, n_head=2, kernel=K, shared=False, init='random').weight
+    assert rand.abs().max() <= K ** -0.5 and rand.std() > 0.1  # nn.Conv1d's U(+-1/sqrt(K))
+
+
+SIZES = [dict(n_layer=2, n_head=2, n_embd=64), dict(n_layer=4, n_head=4, n_embd=128),
+         dict(n_layer=6, n_head=6, n_embd=192), dict(n_layer=3, n_head=4, n_embd=96)]
+ARCHS = [dict(attn='mdha', ffn='relu2'), dict(ffn='swiglu'), dict(ffn='geglu'), dict(ffn='reglu'),
+         dict(ffn='glu'), dict(ffn='bilinear'), dict(ffn='relu'), dict(block='gmlp', pos_emb='none'),
+         dict(block='amlp', pos_emb='none'), dict(norm='rmsnorm', pos_emb='rope', ffn='swiglu')]
+
+
+@pytest.mark.parametrize('size', SIZES, ids=lambda s: f"{s['n_layer']}L{s['n_embd']}")
+@pytest.mark.parametrize('bias', [False, True])
+def test_match_params_lands_within_one_percent_of_gpt(size, bias):
+    base = dict(block_size=64, vocab_size=65, bias=bias, **size)
+    target = count_params(GPTConfig(**base))
+    for arch in ARCHS:
+        cfg = GPTConfig(**base, **arch, match_params='gpt')
+        n = GPT(cfg).get_num_params()
+        assert abs(n / target - 1) < 0.01, (arch, size, n, target)
+        assert matched_width(cfg) == (ffn_width(cfg) if cfg.block == 'transformer' else gmlp_width(cfg))
+    with pytest.raises(ValueError, match='picks ffn_hidden itself'):
+        GPTConfig(**base, ffn='swiglu', ffn_hidden=100, match_params='gpt')
+
+
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+@pytest.mark.parametrize('optimizer', ['adamw', 'muon'])
+def test_optimizer_groups_cover_every_parameter_once(block, attn, ffn, optimizer):
+    model = build(tiny(block, attn, ffn, pos_emb='rope' if block != 'gmlp' else 'none'), double=False)
+    groups = model.optimizer_groups(optimizer)
+    names = [n for g in groups.values() for n in g]
+    assert sorted(names) == sorted(n for n, _ in model.named_parameters())  # each exactly once
+    params = dict(model.named_parameters())
+    if optimizer == 'adamw':
+        assert groups['muon'] == []
+    else:
+        assert groups['muon'] and all(params[n].dim() == 2 and '.h.' in n for n in groups['muon'])
+        assert 'transformer.wte.weight' in groups['decay'] and not any('sgu.weight' in n for n in groups['muon'])  # = lm_head
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu', optimizer=optimizer)
+    n = sum(p.numel() for g in opt.param_groups for p in g['params'])
+    assert n == model.get_num_params()
+
+
+def test_muon_state_resumes_exactly():
+    """4 steps straight equal 2 steps, a state_dict round-trip into a fresh model + optimizer, 2 more."""
+    cfg = tiny(ffn='swiglu', pos_emb='rope', norm='rmsnorm')
+    idx = idx_batch(T=12)
+
+    def steps(model, opt, n):
+        for _ in range(n):
+            _, loss = model(idx, idx)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    straight = build(cfg, double=False)
+    opt = straight.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu', optimizer='muon')
+    steps(straight, opt, 4)
+    first = build(cfg, double=False)
+    opt1 = first.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu', optimizer='muon')
+    steps(first, opt1, 2)
+    saved = (copy.deepcopy(first.state_dict()), copy.deepcopy(opt1.state_dict()))
+    second = build(tiny(ffn='swiglu', pos_emb='rope', norm='rmsnorm'), seed=99, double=False)
+    opt2 = second.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu', optimizer='muon')
+    second.load_state_dict(saved[0])
+    opt2.load_state_dict(saved[1])
+    steps(second, opt2, 2)
+    a, b = straight.state_dict(), second.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], first.state_dict()[k]) for k in a)  # the steps did move it
+    with pytest.raises(ValueError, match='saved by another optimizer'):
+        opt2.load_state_dict(straight.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu').state_dict())

@@ -1,8 +1,9 @@
 # GPT baseline: pre-norm transformer, multi-head attention, GELU MLP (GPT-2 block).
-# nanoGPT's char-level CPU recipe (config/train_shakespeare_char.py with its README's CPU overrides:
-# 4 layers, 4 heads, 128 wide, block 64, batch 12, 2000 iterations), on data/pydoc_char.
+# nanoGPT's char-level CPU recipe exactly (config/train_shakespeare_char.py with its README's CPU
+# overrides: 4 layers, 4 heads, 128 wide, block 64, batch 12, 2000 iterations; bias=False as its
+# train.py), on data/pydoc_char.
 # parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
-#   every architecture config matches this count within 1%
+#   every architecture config matches this count within 1% (match_params='gpt')
 #   python train.py configs/gpt.py    (add --device=cpu to stay on the CPU)
 
 out_dir = 'out-gpt'
@@ -19,6 +20,7 @@ n_layer = 4
 n_head = 4
 n_embd = 128
 dropout = 0.0
+bias = False  # nanoGPT's train.py default, and the GLU-variants paper's: no biases anywhere
 
 learning_rate = 1e-3  # a small model can take a high rate
 max_iters = 2000

@@ -18,6 +18,7 @@ n_layer = 4
 n_head = 4
 n_embd = 128
 dropout = 0.0
+bias = False  # as every architecture config (nanoGPT's train.py default)
 
 learning_rate = 1e-3
 max_iters = 1500
