@@ -1,7 +1,8 @@
 """
 Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt alone.
 
-    python sample.py --out_dir=out-quick                      # one sample, streamed as it is produced
+    python sample.py                                          # the newest run here (out*/ckpt.pt), streamed
+    python sample.py --out_dir=out-quick                      # that run's checkpoint, out-quick/ckpt.pt
     python sample.py --out_dir=out-gmlp --start="ROMEO:" --num_samples=3 --max_new_tokens=500
     python sample.py configs/gmlp.py --start=FILE:prompt.txt  # a train.py config file names out_dir
     python sample.py --out_dir=out-quick --temperature=0      # greedy: always the likeliest token
@@ -13,6 +14,7 @@ re-runs the whole window for each token, to compare. The text goes to stdout, ev
 (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt` keeps only text.
 """
 import dataclasses
+import glob
 import os
 import sys
 import time
@@ -20,17 +22,18 @@ from dataclasses import dataclass
 
 import torch
 
-from configurator import UsageError, parse_config, run_main
+from configurator import UsageError, help_text, parse_config, run_main
 from prepare import load_tokenizer, read_meta
 from train import (DTYPES, TrainConfig, autocast_context, load_checkpoint, model_from_checkpoint,
                    resolve_device, resolve_dtype)
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
+USAGE = "python sample.py [config.py] [--key=value ...]"
 
 
 @dataclass
 class SampleConfig:
-    out_dir: str = 'out'          # the run to sample from: out_dir/ckpt.pt
+    out_dir: str = ''             # the run to sample from: out_dir/ckpt.pt; '' = the newest out*/ckpt.pt here
     start: str = ''               # the prompt, or FILE:path to read it; '' = the end-of-text token, else a newline
     num_samples: int = 1          # 1 is streamed token by token; more are drawn as one batch, printed at the end
     max_new_tokens: int = 500     # tokens generated per sample
@@ -69,11 +72,27 @@ def parse_args(argv):
         if key not in mine and key in {f.name for f in dataclasses.fields(TrainConfig)}:
             raise UsageError(f"--{key} is a train.py key; sample.py rebuilds the model from the checkpoint "
                              f"(sample.py --help lists its keys)")
-    parse_config(SampleConfig, flags)  # flags: strictly sample.py's keys
+    parse_config(SampleConfig, flags, usage=USAGE)  # flags: strictly sample.py's keys
     train_only = [(f.name, f.type, dataclasses.field(default=f.default))
                   for f in dataclasses.fields(TrainConfig) if f.name not in mine]
-    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)), argv)
+    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)), argv,
+                        usage=USAGE)
     return SampleConfig(**{name: getattr(both, name) for name in mine})
+
+
+def checkpoint_path(out_dir):
+    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just trained:
+    out/ of a bare train.py, out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
+    if out_dir:
+        return os.path.join(out_dir, 'ckpt.pt')
+    runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
+    if not runs:
+        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python train.py configs/quick.py) "
+                         "or pass --out_dir=the/run")
+    names = ', '.join(os.path.dirname(p) for p in runs)
+    others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
+    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}", file=sys.stderr)
+    return runs[0]
 
 
 def tokenizer_for(ckpt, vocab_size):
@@ -139,14 +158,15 @@ def decode_stream(tok, ids):
 
 def main(argv):
     if '-h' in argv or '--help' in argv:
-        print(__doc__.strip())  # then parse_config lists every key with its default
+        print(help_text(SampleConfig, USAGE) + '\n\n' + __doc__.strip())
+        return
     cfg = parse_args(argv)
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
 
     # the model and tokenizer, from the checkpoint alone; loaded on the CPU so optimizer state stays off the GPU
-    ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    ckpt_path = checkpoint_path(cfg.out_dir)
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     model = model_from_checkpoint(ckpt)
     mc = model.config

@@ -2,6 +2,7 @@
 bench.py: the speed table / JSON at a tiny shape, the sweep summary and the plot from log.jsonl files.
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -87,3 +88,163 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch, capsys):
     assert bench.plot_runs([a], str(tmp_path / 'runs.png')) is False
     assert capsys.readouterr().err == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
     assert not os.path.exists(tmp_path / 'runs.png')
+
+
+# -----------------------------------------------------------------------------
+# quality mode: seeds, lr grid, budgets, results file, scaling and compute multipliers
+
+@pytest.fixture(scope='module')
+def tiny_data(tmp_path_factory):
+    import prepare
+    folder = tmp_path_factory.mktemp('bench_data')
+    words = "the a cat dog sat ran on under mat log and then it was big small red".split()
+    import numpy as np
+    rng = np.random.default_rng(0)
+    corpus = folder / 'corpus.txt'
+    corpus.write_text(''.join(' '.join(rng.choice(words, size=12)) + '.\n' for _ in range(500)))
+    prepare.main([f'--input={corpus}', f'--out_dir={folder / "data"}'])
+    return str(folder / 'data')
+
+
+TRAIN_TINY = ['--device=cpu', '--dtype=float32', '--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16',
+              '--batch_size=4', '--gradient_accumulation_steps=1', '--eval_iters=2', '--eval_interval=4',
+              '--log_interval=1', '--warmup_iters=1', '--lr_decay_iters=20', '--bias=False']
+
+
+def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data, tmp_path):
+    import torch
+    import train
+
+    def weights(seed, name):
+        out = tmp_path / name
+        train.main([os.path.join(HERE, 'configs', 'gpt.py'), *TRAIN_TINY, f'--data_dir={tiny_data}',
+                    f'--out_dir={out}', '--max_iters=3', '--dropout=0.1', f'--seed={seed}'])
+        return torch.load(out / 'ckpt.pt', weights_only=True)['model']
+    a, again, b = weights(1, 'a'), weights(1, 'again'), weights(2, 'b')
+    assert all(torch.equal(a[k], again[k]) for k in a)  # the same seed: the same run, bitwise
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    from model import GPT, GPTConfig
+    inits = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)  # what train.py does before building the model
+        inits.append(GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=20)).state_dict())
+    assert not torch.equal(inits[0]['lm_head.weight'], inits[1]['lm_head.weight'])  # the init differs
+    from prepare import find_shards
+    batches = [train.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
+                             device='cpu').get(0, 0, 0)[0] for s in (1, 1, 2)]
+    assert torch.equal(batches[0], batches[1]) and not torch.equal(batches[0], batches[2])
+
+
+def test_max_flops_stops_at_the_right_iteration(tiny_data, tmp_path):
+    import train
+    from model import GPT, GPTConfig
+    from prepare import read_meta
+    vocab = read_meta(tiny_data)['vocab_size']
+    fpt = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=vocab, bias=False)).flops_per_token()
+    per_iter = 4 * 16 * fpt
+    budget = 5 * per_iter + 1  # just past 5 iterations' worth: the 6th finishes the budget
+    s = train.main([os.path.join(HERE, 'configs', 'gpt.py'), *TRAIN_TINY, f'--data_dir={tiny_data}',
+                    f'--out_dir={tmp_path / "f"}', '--max_iters=100', f'--max_flops={budget}'])
+    assert s['stop'] == 'max_flops' and s['iter_num'] == 6 and s['flops'] == 6 * per_iter >= budget
+    rows = [json.loads(line) for line in open(tmp_path / 'f' / 'log.jsonl')]
+    assert all(r['flops'] == r['tokens'] * fpt for r in rows)
+
+
+def test_compute_multiplier_on_synthetic_curves():
+    # gpt: loss = 10 - 0.5 log10(F) at 1e10, 1e11, 1e12 FLOPs (5.0, 4.5, 4.0)
+    ref = [(f, 10 - 0.5 * math.log10(f)) for f in (1e10, 1e11, 1e12)]
+    # an architecture reaching at 1e11 what gpt reaches at 3e11: multiplier 3
+    m, why = bench.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
+    assert m == pytest.approx(3.0) and why is None
+    m, _ = bench.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
+    assert m == pytest.approx(0.25)
+    m, why = bench.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
+    assert m is None and why.startswith('> 1.00') and 'below' in why
+    m, why = bench.compute_multiplier(ref, 1e10, 9.0)
+    assert m is None and 'above' in why
+    # unsorted input and a non-uniform grid
+    ref2 = [(1e12, 2.0), (1e10, 3.0), (4e10, 2.5)]
+    m, _ = bench.compute_multiplier(ref2, 1e10, 2.5)
+    assert m == pytest.approx(4.0)
+
+
+def fake_record(config, seed, lr, val, size='4x128', budget='max_iters', value=2000, flops=1e12, params=1000):
+    key = dict(config=config, size=size, seed=seed, lr=lr, optimizer='adamw', budget=budget, budget_value=value,
+               data_dir='d', block_size=64, batch_size=12)
+    curve = [[i, 768 * i, flops * i / 2000, i / 10, val + 1.0 / (1 + i)] for i in (0, 1000, 2000)]
+    curve[-1][4] = val
+    return dict(key=key, **key, val_loss=val, best_val=val, train_loss=val, iters=2000, tokens=1536000,
+                flops=flops, train_s=70.0, wall_s=80.0, params=params, flops_per_token=flops / 1536000,
+                n_layer=4, n_embd=128, curve=curve, command='train.py ...', date='2026-11-22', machine='x')
+
+
+def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
+    path = tmp_path / 'results.jsonl'
+    recs = ([fake_record('gpt', s, lr, v) for s, lr, v in [(1, 1e-3, 1.50), (2, 1e-3, 1.52), (1, 2e-3, 1.46),
+                                                           (2, 2e-3, 1.48), (3, 2e-3, 1.47)]]
+            + [fake_record('gmlp', s, lr, v) for s, lr, v in [(1, 1e-3, 1.40), (2, 1e-3, 1.42), (1, 2e-3, 1.45),
+                                                              (2, 2e-3, 1.47)]])
+    for r in recs:
+        bench.append_record(str(path), r)
+    with open(path, 'a') as f:
+        f.write('{"key": {"config": "cut sho')  # a line cut short by a killed sweep
+    assert bench.read_results(str(path)) == recs
+    rows = bench.report(bench.BenchConfig(), str(path), str(tmp_path / 'sweep.png'))
+    gpt, gmlp = rows
+    assert (gpt['config'], gpt['lr'], gpt['n']) == ('gpt', 2e-3, 3) and gpt['val'] == pytest.approx(1.47)
+    assert gpt['std'] == pytest.approx(0.01)
+    assert (gmlp['lr'], gmlp['n']) == (1e-3, 2) and gmlp['val'] == pytest.approx(1.41)
+    assert gmlp['gap'] == pytest.approx(-0.06)
+    assert gmlp['gap_se'] == pytest.approx(math.sqrt(0.01 ** 2 / 3 + (0.02 ** 2 / 2) / 2))
+    assert 'noise' not in gmlp['vs_gpt']
+    out = capsys.readouterr().out
+    assert '| gmlp | 4x128 |' in out and '1.4100 ± 0.0141 (2)' in out and '0.001: 1.4100 / 0.002: 1.4600' in out
+    assert bench.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
+    if bench._pyplot() is not None:
+        assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
+
+
+def test_scaling_report_has_multipliers(tmp_path, capsys):
+    path = str(tmp_path / 'scaling.jsonl')
+    for size, f, g_loss, m_loss in [('2x64', 1e10, 3.0, 2.9), ('4x128', 1e11, 2.5, 2.45), ('6x192', 1e12, 2.0, 1.9)]:
+        bench.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
+        bench.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
+    bench.report(bench.BenchConfig(), path, str(tmp_path / 'scaling.png'))
+    out = capsys.readouterr().out
+    # gmlp at 1.1e11 reaches 2.45: gpt needs 1e11 * 10^(0.05/0.5) = 1.259e11 -> 1.14x
+    assert '| gmlp | 4x128 |' in out and '| 1.14 |' in out
+    assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
+    if bench._pyplot() is not None:
+        assert os.path.exists(tmp_path / 'scaling-scaling.png') or os.path.exists(tmp_path / 'scaling.png')
+
+
+def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
+    results = tmp_path / 'r.jsonl'
+    cmd = [sys.executable, 'bench.py', '--sweep', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--lr=2e-3',
+           '--max_iters=4', '--eval_iters=1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16',
+           f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
+    proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    recs = bench.read_results(str(results))
+    assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gmlp', 2), ('gpt', 1), ('gpt', 2)]
+    assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
+    assert '| gpt | 1x32 |' in proc.stdout and 'ETA' in proc.stderr
+    again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
+    assert len(bench.read_results(str(results))) == 4
+    # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
+    scaling = [sys.executable, 'bench.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--lr=2e-3',
+               '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
+               f'--results={tmp_path / "s.jsonl"}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
+    proc = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    recs = bench.read_results(str(tmp_path / 's.jsonl'))
+    assert sorted((r['config'], r['size']) for r in recs) == [('gmlp', '1x32'), ('gmlp', '2x64'),
+                                                              ('gpt', '1x32'), ('gpt', '2x64')]
+    assert '### scaling' in proc.stdout and 'compute multiplier vs gpt' in proc.stdout
+    gmlp_small = next(r for r in recs if (r['config'], r['size']) == ('gmlp', '2x64'))
+    gpt_small = next(r for r in recs if (r['config'], r['size']) == ('gpt', '2x64'))
+    assert abs(gmlp_small['params'] / gpt_small['params'] - 1) < 0.01  # matched at every size
+    bad = subprocess.run([sys.executable, 'bench.py', '--sweep', '--configs=gtp'], cwd=HERE,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count('\n') == 1 and 'unknown config' in bad.stderr and 'gpt' in bad.stderr

@@ -6,11 +6,13 @@ streaming never splits a UTF-8 character, old checkpoints load, config files wri
 are accepted, and user errors are one line with no traceback.
 """
 import base64
+import dataclasses
 import glob
 import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -225,6 +227,46 @@ def test_config_file_for_train_is_accepted(runs, capsys, tmp_path):
         c = sample.parse_args([path])
         assert c.out_dir.startswith('out-')
     assert sample.parse_args([os.path.join(HERE, 'configs', 'quick.py')]).out_dir == 'out-quick'
+
+
+def test_no_arguments_after_the_quick_start_prints_text(tmp_path):
+    # the README's first three commands, in a folder of their own: prepare, train configs/quick.py, sample
+    (tmp_path / 'corpus.txt').write_text(corpus_text(2400, 0), encoding='utf-8')
+
+    def script(name, *args):
+        r = subprocess.run([sys.executable, os.path.join(HERE, name), *args], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r
+    script('prepare.py', '--input=corpus.txt', '--out_dir=data/pydoc_char')  # as a plain prepare.py names it
+    script('train.py', os.path.join(HERE, 'configs', 'quick.py'), '--max_iters=2', '--eval_iters=2')
+    r = script('sample.py')
+    assert len(r.stdout) > 400 and set(r.stdout) <= set(corpus_text(2400, 0))  # 500 characters of text
+    assert 'sampling the newest run here: out-quick' in r.stderr
+
+
+def test_without_out_dir_the_newest_run_here_is_sampled(runs, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r'no checkpoint here \(out\*/ckpt.pt\); train one first'):
+        sample.main(['--device=cpu'])
+    for name, arch, age in (('out', 'mha', 100), ('out-gmlp', 'gmlp', 0), ('out-amlp', 'amlp', 50)):
+        os.mkdir(name)
+        with open(os.path.join(runs[arch], 'ckpt.pt'), 'rb') as f:
+            (tmp_path / name / 'ckpt.pt').write_bytes(f.read())
+        os.utime(tmp_path / name / 'ckpt.pt', (time.time() - age, time.time() - age))
+    args = ['--device=cpu', f'--start={PROMPT}', '--max_new_tokens=20', '--seed=1']
+    capsys.readouterr()
+    sample.main(args)
+    out, err = capsys.readouterr()
+    assert out == run(capsys, runs['gmlp'], *args[1:])[0]
+    assert 'sampling the newest run here of 3 (out-gmlp, out-amlp, out; pick one with --out_dir): out-gmlp' in err
+
+
+def test_help_has_a_usage_line_and_every_key(capsys):
+    sample.main(['--help'])
+    out = capsys.readouterr().out
+    assert out.startswith('usage: python sample.py [config.py] [--key=value ...]\n')
+    assert all(f'--{f.name}=' in out for f in dataclasses.fields(sample.SampleConfig))
 
 
 def test_bad_keys_are_one_line_errors(tmp_path):

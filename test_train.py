@@ -23,7 +23,7 @@ from prepare import UsageError, parse_config, write_shard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '*.py')))
-ARCHS = ('gpt', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
+ARCHS = ('gpt', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama')
 
 # a small model that trains in milliseconds per iteration
 TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
@@ -100,9 +100,9 @@ def test_config_parameter_comment_matches_model(path):
     stated, vocab = param_comment(path)
     n = built_params(path, vocab)
     assert f"{n / 1e6:.2f}" == f"{stated:.2f}", f"{path} builds {n:,} parameters, its comment says {stated}M"
-    if os.path.basename(path)[:-3] in ARCHS:  # matched to the gpt baseline within 3%
+    if os.path.basename(path)[:-3] in ARCHS:  # matched to the gpt baseline within 1% (match_params='gpt')
         base = built_params(os.path.join(HERE, 'configs', 'gpt.py'), vocab)
-        assert abs(n / base - 1) < 0.03, f"{path}: {n:,} parameters vs gpt's {base:,}"
+        assert abs(n / base - 1) < 0.01, f"{path}: {n:,} parameters vs gpt's {base:,}"
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))
@@ -214,6 +214,26 @@ def test_two_ddp_processes_equal_one_with_twice_the_accumulation(data_dir, tmp_p
     assert len(train.load_checkpoint(str(tmp_path / 'ddp' / 'ckpt.pt'))['rng']) == 2
 
 
+def test_accumulation_is_rounded_up_to_a_multiple_of_the_processes():
+    assert [train.micro_steps(a, n) for a, n in [(40, 8), (1, 8), (3, 2), (4, 2), (5, 1)]] == [5, 1, 2, 2, 5]
+
+
+def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accumulation(data_dir, tmp_path):
+    # configs/gpt.py as written has gradient_accumulation_steps = 1: two processes make it 2 micro-steps
+    out = tmp_path / 'out'
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           os.path.join(HERE, 'train.py'), os.path.join(HERE, 'configs', 'gpt.py'),
+                           '--device=cpu', '--n_layer=1', '--block_size=16', '--batch_size=2', '--max_iters=3',
+                           '--eval_iters=2', '--eval_interval=2', '--log_interval=1', f'--data_dir={data_dir}',
+                           f'--out_dir={out}'], cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'tokens per iteration: 64 = 2 process(es) x 1 micro-step(s) x batch_size 2 x block_size 16 ' \
+           '(gradient_accumulation_steps=1 rounded up to 2, a multiple of 2 processes)' in proc.stdout
+    ckpt = train.load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 64 and len(ckpt['rng']) == 2
+
+
 # -----------------------------------------------------------------------------
 # user errors
 
@@ -241,11 +261,10 @@ def test_invalid_combination_is_a_usage_error(flags, expect):
 def test_runtime_usage_errors(data_dir, tmp_path, monkeypatch):
     with pytest.raises(UsageError, match='smaller than the data'):
         run(data_dir, tmp_path, '--vocab_size=5')
-    with monkeypatch.context() as m, pytest.raises(UsageError, match='not divisible'):
-        m.setenv('WORLD_SIZE', '2')  # as torchrun sets it (RANK unset here: no process group starts)
-        run(data_dir, tmp_path, '--gradient_accumulation_steps=3')
     with pytest.raises(UsageError, match='data_dir'):
         run(tmp_path / 'nowhere', tmp_path)
+    with pytest.raises(UsageError, match=r'`python prepare.py --dataset=shakespeare --out_dir=.*shakespeare_char`'):
+        run(tmp_path / 'data' / 'shakespeare_char', tmp_path)
     with pytest.raises(UsageError, match='no checkpoint'):
         run(data_dir, tmp_path / 'empty', '--init_from=resume')
 
@@ -371,3 +390,112 @@ def test_sigint_saves_a_checkpoint_then_exits(data_dir, tmp_path):
     assert ckpt['iter_num'] >= 4
     steps, _ = read_log(tmp_path)
     assert max(steps) == ckpt['iter_num'] - 1  # the checkpoint holds every logged step
+    assert 'SIGINT: stopping after this step' in err and 'Ctrl-C again to abort' in err
+
+
+def test_sigint_during_an_evaluation_stops_at_once_and_resumes_exactly(data_dir, tmp_path):
+    extra = ['--dropout=0.1', '--max_iters=8']  # dropout: the RNG state must come back too
+    run(data_dir, tmp_path / 'straight', *extra)
+    run(data_dir, tmp_path / 'split', '--dropout=0.1', '--max_iters=3')  # evals at 0 and 3
+    # resumed with an evaluation that would take minutes at iter 4 (eval_interval 4)
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                             f'--out_dir={tmp_path / "split"}', '--init_from=resume', '--dropout=0.1',
+                             '--max_iters=8', '--eval_iters=1000000'],
+                            cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:  # the announcement comes before the long evaluation
+        lines.append(line)
+        if 'step 4: evaluating, 1000000 batches per split' in line:
+            break
+    time.sleep(0.5)  # well inside the evaluation
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.time() - t0 < 10, 'the evaluation was not cut short'
+    assert proc.returncode == 130, ''.join(lines) + out + err
+    assert 'Traceback' not in err and 'stopped by SIGINT at iter 4' in out
+    assert 'step 4: evaluation cut short, not logged' in out
+    ckpt = train.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 4 and not ckpt['evaluated']
+    steps, evals = read_log(tmp_path / 'split')
+    assert sorted(evals) == [0, 3] and ckpt['best_val_loss'] == min(r['val_loss'] for r in evals.values())
+    # resumed: the cut-short evaluation runs first, and the run equals a straight one bit for bit
+    run(data_dir, tmp_path / 'split', *extra, '--init_from=resume')
+    a_steps, a_evals = read_log(tmp_path / 'straight')
+    b_steps, b_evals = read_log(tmp_path / 'split')
+    assert sorted(b_steps) == list(range(8)) and sorted(b_evals) == [0, 3, 4, 8]
+    assert all(a_steps[it]['loss'] == b_steps[it]['loss'] for it in range(8))
+    assert a_evals[4]['val_loss'] == b_evals[4]['val_loss'] and a_evals[8]['val_loss'] == b_evals[8]['val_loss']
+    a = train.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = train.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    for k, v in a['model'].items():
+        assert torch.equal(v, b['model'][k]), k
+
+
+# -----------------------------------------------------------------------------
+# what a run prints
+
+def test_progress_lines_show_the_position_and_an_eta(data_dir, tmp_path, capsys):
+    run(data_dir, tmp_path / 'a', '--max_iters=6')
+    out = capsys.readouterr().out
+    assert re.search(r"^iter 2/6 \(50%\): loss [\d.]+, lr .*ms/iter, .* tok/s, ETA [\d.]+s$", out, re.M), out
+    assert re.search(r"^step 4: evaluating, 2 batches per split\.\.\.\nstep 4: train loss [\d.]+, val loss [\d.]+ "
+                     r"\([\d.]+s\)$", out, re.M), out
+    run(data_dir, tmp_path / 'b', '--max_iters=1000', '--max_tokens=200')  # 64 tokens per iteration: 4
+    assert re.search(r"^iter 1/4 \(50% of max_tokens\): .*, ETA ", capsys.readouterr().out, re.M)
+
+
+def test_progress_counts_the_budget_that_ends_the_run_first():
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--eval_interval=500'])
+    p = train.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
+    p.eval_s = 10.0
+    # 1750 iterations at 0.1s, and evals at 500, 1000, 1500, 2000
+    assert p.status(249, 25.0, 0.1) == ('iter 249/2000 (12%)', 'ETA 3m35s')
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--eval_interval=500', '--max_seconds=60'])
+    p = train.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
+    p.eval_s = 5.0
+    # 35 seconds left end it at about iteration 600: evals at 500 and at the end
+    assert p.status(249, 25.0, 0.1) == ('iter 249 (42% of max_seconds)', 'ETA 45s')
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--max_flops=1e6'])
+    p = train.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1000.0)
+    assert p.status(4, 0.0, 0.1)[0] == 'iter 4/10 (50% of max_flops)'
+    assert [train.duration(s) for s in (0.04, 42, 92, 5 * 3600 + 180, 3 * 86400 + 4 * 3600)] == \
+        ['0.0s', '42s', '1m32s', '5h03m', '3d04h']
+
+
+def test_a_run_of_hours_on_the_cpu_says_so_at_the_start():
+    cfg = train.TrainConfig()  # a bare `python train.py`: 600,000 iterations
+    p = train.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=491520, flops_per_token=1.0)
+    note = p.start_estimate(30.0, accum=40, eval_batches=400, iter_num=0, train_s=0.0, device_type='cpu')
+    assert note.startswith('note: this run would take about ') and 'd' in note and 'configs/quick.py' in note
+    assert '\n' not in note
+    assert p.start_estimate(0.001, accum=1, eval_batches=4, iter_num=0, train_s=0.0, device_type='cpu') is None
+    assert p.start_estimate(30.0, accum=40, eval_batches=400, iter_num=0, train_s=0.0, device_type='cuda') is None
+
+
+def test_config_is_printed_without_splitting_a_value():
+    config = {**dict(vars(train.TrainConfig())), 'out_dir': 'a folder/with spaces and-hyphens/' * 3}
+    text = train.config_text(config, width=60)
+    lines = text.splitlines()
+    assert lines[0].startswith('config: ')
+    for k, v in config.items():
+        assert sum(f"{k}={v!r}" in line for line in lines) == 1, k  # each pair whole on one line
+    assert all(len(line) <= 60 or line.count('=') == 1 for line in lines)
+
+
+def test_missing_data_names_the_prepare_command():
+    assert train.prepare_command('data/shakespeare_char') == 'python prepare.py --dataset=shakespeare'
+    assert train.prepare_command('data/pydoc_char/') == 'python prepare.py'
+    assert train.prepare_command('data/pydoc_gpt2') == 'python prepare.py --tokenizer=gpt2'
+    assert train.prepare_command('elsewhere/mine') == 'python prepare.py --input=YOUR_TEXT --out_dir=elsewhere/mine'
+
+
+def test_resume_with_another_optimizer_is_one_line(data_dir, tmp_path):
+    run(data_dir, tmp_path, '--max_iters=2')
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    ckpt['config']['optimizer'] = 'muon'
+    torch.save(ckpt, tmp_path / 'ckpt.pt')
+    with pytest.raises(UsageError, match=r"trained with optimizer='muon', asked 'adamw'; resume with "
+                                         r"--optimizer=muon") as e:
+        run(data_dir, tmp_path, '--init_from=resume', '--max_iters=3')
+    assert '\n' not in str(e.value)

@@ -11,8 +11,12 @@ only), gradient accumulation with the gradient all-reduce on the last micro-step
 batch fetched while the forward pass runs. What it adds to make comparisons fair and exact:
 - every batch is a pure function of (seed, iteration, global micro-step), so N processes with
   accumulation A/N each draw exactly the batches one process with accumulation A draws, and a
-  resumed run draws those of a straight run;
-- stopping at equal tokens (max_tokens) or equal training seconds (max_seconds, evals excluded);
+  resumed run draws those of a straight run (an A that N does not divide is rounded up to a
+  multiple of N, and the start says so: an iteration then holds more tokens);
+- stopping at equal tokens (max_tokens), FLOPs (max_flops) or training seconds (max_seconds,
+  evals excluded); each progress line shows the position against that budget and an ETA;
+- Ctrl-C (or SIGTERM) is acknowledged at once, cuts an evaluation short, saves and exits 130;
+  the checkpoint resumes exactly; a second Ctrl-C aborts;
 - out_dir/log.jsonl with tokens, train_s and MFU from each model's own FLOP count.
 """
 import dataclasses
@@ -21,7 +25,7 @@ import math
 import os
 import random
 import signal
-import textwrap
+import sys
 import threading
 import time
 from contextlib import nullcontext
@@ -33,7 +37,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import UsageError, atomic_write, parse_config, run_main
-from model import GPT, GPTConfig
+from model import GPT, OPTIMIZERS, GPTConfig
 from prepare import find_shards, load_shard, read_meta
 
 CHECKPOINT_FORMAT = 1
@@ -57,7 +61,8 @@ class TrainConfig(GPTConfig):
     vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
     batch_size: int = 12               # micro-batch size of one process
     gradient_accumulation_steps: int = 40  # global: divided among the processes
-    # AdamW, linear warmup then cosine decay
+    # optimizer, linear warmup then cosine decay
+    optimizer: str = 'adamw'           # 'adamw', or 'muon' (Muon for hidden 2-D matrices, AdamW for the rest)
     learning_rate: float = 6e-4        # peak learning rate, after warmup
     max_iters: int = 600000            # stop after this many optimizer steps
     weight_decay: float = 1e-1         # AdamW decoupled decay of >= 2-D weights
@@ -71,6 +76,7 @@ class TrainConfig(GPTConfig):
     # budgets for comparing architectures at equal tokens or equal training time; 0 = no limit
     max_tokens: int = 0                # stop after this many training tokens (equal-token budget)
     max_seconds: float = 0.0           # counts train_s: time in training steps, evals excluded
+    max_flops: float = 0.0             # stop at this many training FLOPs (tokens x GPT.flops_per_token)
     # system
     device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
@@ -84,11 +90,15 @@ class TrainConfig(GPTConfig):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
         choose('init_from', ('scratch', 'resume'))
         choose('dtype', DTYPES)
+        choose('optimizer', OPTIMIZERS)
+        if self.optimizer == 'muon' and not hasattr(torch.optim, 'Muon'):
+            raise ValueError(f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this is torch "
+                             f"{torch.__version__}: upgrade torch or use optimizer='adamw'")
         for name in ('batch_size', 'gradient_accumulation_steps', 'eval_interval', 'eval_iters',
                      'log_interval'):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'max_tokens', 'max_seconds',
+        for name in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'max_tokens', 'max_seconds', 'max_flops',
                      'seed', 'vocab_size', 'weight_decay', 'grad_clip', 'min_lr'):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -295,8 +305,148 @@ def set_rng_state(state):
     random.setstate(state['python'])
 
 
+def config_text(config, width=110):
+    """'config: k=v k=v ...' wrapped at `width` between pairs, never inside a value."""
+    lines, line = [], 'config:'
+    for pair in (f"{k}={v!r}" for k, v in config.items()):
+        if len(line) + 1 + len(pair) > width and line.strip() != 'config:':
+            lines.append(line)
+            line = '   '
+        line += ' ' + pair
+    return '\n'.join(lines + [line])
+
+
+def micro_steps(accumulation, world):
+    """Micro-steps of each process per iteration. gradient_accumulation_steps is global, divided among
+    the processes; where it does not divide (1 over 8 GPUs) each process does ceil(A / N), so an
+    iteration holds at least the micro-batches the config asks for, and then more tokens."""
+    return -(-accumulation // world)
+
+
+def prepare_command(data_dir):
+    """The prepare.py command that writes `data_dir` (prepare.py's default is data/<corpus>_<tokenizer>)."""
+    corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
+    if corpus not in ('pydoc', 'shakespeare'):
+        return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
+    args = ['--dataset=shakespeare'] if corpus == 'shakespeare' else []
+    tok = tok or 'char'
+    if tok != 'char':
+        args.append(f"--tokenizer={tok}")
+    if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
+        args.append(f"--out_dir={data_dir}")
+    return ' '.join(['python prepare.py', *args])
+
+
 class NonFiniteLoss(UsageError):
     """The loss became nan or inf: the run stops with one line and saves nothing."""
+
+
+def duration(seconds):
+    """4.2s, 42s, 1m32s, 5h03m, 3d04h: a duration at the precision an ETA deserves."""
+    if seconds < 9.95:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+class Progress:
+    """
+    Where a run stands against the budget that ends it first, and when it will end. Iterations,
+    tokens and FLOPs grow together, so each of those budgets is an iteration to reach; max_seconds
+    counts train_s. The ETA adds the evaluations still to come, at the duration of the last one.
+    """
+
+    def __init__(self, cfg, *, iter_num, tokens_seen, tokens_per_iter, flops_per_token):
+        ends = [(cfg.max_iters, 'max_iters')]
+        for budget, tokens in (('max_tokens', cfg.max_tokens), ('max_flops', cfg.max_flops / flops_per_token)):
+            if tokens:
+                ends.append((iter_num + max(math.ceil((tokens - tokens_seen) / tokens_per_iter), 0), budget))
+        self.end_iter, self.budget = min(ends)
+        self.max_seconds, self.eval_interval = cfg.max_seconds, cfg.eval_interval
+        self.eval_s = 0.0  # seconds per evaluation and checkpoint: estimated at start, then measured
+
+    def left(self, done, train_s, s_per_iter):
+        """(iterations still to run after `done`, the budget that ends the run)."""
+        iters = max(self.end_iter - done, 0)
+        if self.max_seconds and (self.max_seconds - train_s) < iters * s_per_iter:
+            return max(self.max_seconds - train_s, 0.0) / s_per_iter, 'max_seconds'
+        return iters, self.budget
+
+    def seconds_left(self, done, train_s, s_per_iter):
+        """Training and evaluation seconds until the run ends, `done` iterations in."""
+        iters, _ = self.left(done, train_s, s_per_iter)
+        end, every = done + int(iters), self.eval_interval
+        evals = end // every - (done - 1) // every + (end % every != 0)  # evals at iterations done..end
+        return iters * s_per_iter + evals * self.eval_s
+
+    def status(self, iter_num, train_s, s_per_iter):
+        """'iter 249/2000 (12%)', or 'iter 249 (41% of max_seconds)', and 'ETA 1m32s' after step iter_num."""
+        done = iter_num + 1
+        iters, budget = self.left(done, train_s, s_per_iter)
+        if budget == 'max_seconds':
+            where = f"iter {iter_num} ({100 * min(train_s / self.max_seconds, 1):.0f}% of max_seconds)"
+        else:
+            of = '' if budget == 'max_iters' else f" of {budget}"
+            where = f"iter {iter_num}/{self.end_iter} ({100 * min(done / max(self.end_iter, 1), 1):.0f}%{of})"
+        return where, f"ETA {duration(self.seconds_left(done, train_s, s_per_iter))}"
+
+    def start_estimate(self, micro_s, *, accum, eval_batches, iter_num, train_s, device_type):
+        """From one timed micro-step: the eval estimate, and a warning line when the run would take
+        hours on a CPU (a bare `python train.py` there: 85M parameters, 491,520 tokens per iteration)."""
+        self.eval_s = eval_batches * micro_s / 3  # forward only: about a third of forward + backward
+        s_per_iter = micro_s * accum
+        total = self.seconds_left(iter_num, train_s, s_per_iter)
+        if device_type == 'cuda' or total < 3600:
+            return None
+        iters, budget = self.left(iter_num, train_s, s_per_iter)
+        return (f"note: this run would take about {duration(total)} on the {device_type.upper()} "
+                f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals included); "
+                f"for a first run try `python train.py configs/quick.py`, or lower max_iters, or use a GPU")
+
+
+class StopSignals:
+    """
+    SIGINT / SIGTERM while training: the first is acknowledged at once and noted (the loop finishes
+    its step, or cuts an evaluation short, then saves and exits); a second acts as it usually does
+    (Ctrl-C: KeyboardInterrupt, exit code 130). Only the main thread can take signals.
+    While `cut_short` is set (a single-process evaluation, which changes nothing) the first signal
+    also raises CutShort at once, even inside one long batch (an 85M model's takes a minute on a CPU).
+    """
+
+    class CutShort(Exception):
+        pass
+
+    def __init__(self, *, announce):
+        self.received, self.previous, self.announce = [], {}, announce
+        self.cut_short = False
+
+    def install(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self):
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+    def on_signal(self, signum, frame):
+        self.received.append(signum)
+        self.restore()
+        if self.announce:
+            again = 'Ctrl-C again' if signum == signal.SIGINT else 'a second signal'
+            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint; "
+                  f"{again} to abort", file=sys.stderr, flush=True)
+        if self.cut_short:
+            self.cut_short = False
+            raise self.CutShort
+
+    def __bool__(self):
+        return bool(self.received)
 
 
 # -----------------------------------------------------------------------------
@@ -314,15 +464,12 @@ def main(argv):
         device = f'cuda:{local_rank}'
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
-    if cfg.gradient_accumulation_steps % world:
-        raise UsageError(f"gradient_accumulation_steps={cfg.gradient_accumulation_steps} is not divisible "
-                         f"by the {world} processes; use a multiple of {world}")
-    accum = cfg.gradient_accumulation_steps // world  # micro-steps of this process per iteration
+    accum = micro_steps(cfg.gradient_accumulation_steps, world)  # micro-steps of this process per iteration
 
     # data; the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
     if not os.path.isdir(cfg.data_dir):
-        raise UsageError(f"data_dir {cfg.data_dir!r} not found; run `python prepare.py` first "
-                         f"(it writes data/pydoc_char) or pass --data_dir=...")
+        raise UsageError(f"data_dir {cfg.data_dir!r} not found; run `{prepare_command(cfg.data_dir)}` first "
+                         f"or pass --data_dir=...")
     meta = read_meta(cfg.data_dir)
     train_paths, val_paths = find_shards(cfg.data_dir, 'train'), find_shards(cfg.data_dir, 'val')
     ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
@@ -348,6 +495,10 @@ def main(argv):
             raise UsageError(f"{ckpt_path} holds another architecture: " + ", ".join(
                 f"{k}={saved.get(k)!r} (asked {model_args[k]!r})" for k in diff)
                 + "; resume with the checkpoint's config or use another out_dir")
+        saved_opt = (ckpt.get('config') or {}).get('optimizer', 'adamw')  # before 'optimizer' was a key: AdamW
+        if saved_opt != cfg.optimizer:  # optimizer state of one does not load into the other
+            raise UsageError(f"{ckpt_path} was trained with optimizer={saved_opt!r}, asked {cfg.optimizer!r}; "
+                             f"resume with --optimizer={saved_opt} or start a new out_dir")
 
     if ddp:
         dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
@@ -363,13 +514,15 @@ def main(argv):
 
 def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum, *, ddp, rank, world, master):
     device = cfg.device
-    tokens_per_iter = cfg.gradient_accumulation_steps * cfg.batch_size * cfg.block_size
+    tokens_per_iter = world * accum * cfg.batch_size * cfg.block_size
     ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
     if master:
-        print(textwrap.fill(' '.join(f"{k}={v!r}" for k, v in dataclasses.asdict(cfg).items()), 110,
-                            initial_indent='config: ', subsequent_indent='    '))
+        print(config_text(dataclasses.asdict(cfg)))
+        rounded = "" if world * accum == cfg.gradient_accumulation_steps else (
+            f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to {world * accum}, "
+            f"a multiple of {world} processes)")
         print(f"tokens per iteration: {tokens_per_iter:,} = {world} process(es) x {accum} micro-step(s) "
-              f"x batch_size {cfg.batch_size} x block_size {cfg.block_size}")
+              f"x batch_size {cfg.batch_size} x block_size {cfg.block_size}{rounded}")
         try:
             os.makedirs(cfg.out_dir, exist_ok=True)
         except OSError as e:
@@ -391,9 +544,10 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         load_weights(raw_model, ckpt['model'])
     raw_model.to(device)
     optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
-                                               device_type)
+                                               device_type, optimizer=cfg.optimizer)
     scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
     iter_num, tokens_seen, best_val_loss, train_s0, elapsed_s0 = 0, 0, float('inf'), 0.0, 0.0
+    evaluated_at = None  # the iteration of the last evaluation that ran to the end
     torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks: a stream of their own in each process
     if ckpt is not None:
         optimizer.load_state_dict(ckpt['optimizer'])
@@ -401,6 +555,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             scaler.load_state_dict(ckpt['scaler'])
         iter_num, tokens_seen, best_val_loss = ckpt['iter_num'], ckpt['tokens_seen'], ckpt['best_val_loss']
         train_s0, elapsed_s0 = ckpt.get('train_s', 0.0), ckpt.get('elapsed_s', 0.0)
+        evaluated_at = iter_num if ckpt.get('evaluated', True) else None  # False: its eval was cut short
         states = ckpt['rng']
         if len(states) == world:
             set_rng_state(states[rank])
@@ -414,6 +569,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
     if master and meta is None:
         print(f"note: no meta.json in {cfg.data_dir}: raw shards, the model's vocab_size is {cfg.vocab_size}")
     peak = peak_flops(device, cfg.peak_flops)
+    flops_per_token = raw_model.flops_per_token()  # training FLOPs at block_size: the max_flops budget's unit
     if master:
         print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, "
               f"{raw_model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
@@ -428,6 +584,14 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         if ddp:
             dist.all_reduce(t, op=op)
         return t
+
+    def agree(*flags):
+        """The flags OR-ed over the processes, so that every process stops at the same point."""
+        if not ddp:
+            return [bool(f) for f in flags]
+        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctrl_group)
+        return [bool(f) for f in t.tolist()]
 
     BIG = 2 ** 62
     first_bad = torch.full((), BIG, dtype=torch.int64, device=device)  # first iteration with a nan/inf loss
@@ -446,18 +610,29 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
 
     @torch.no_grad()
     def estimate_loss():
-        """Mean loss over the same eval_iters batches of each split every time, shared among processes."""
+        """Mean loss over the same eval_iters batches of each split every time, shared among processes;
+        None when a signal cuts it short: at once in one process, between batches (the same ones) with DDP."""
         out = {}
         model.eval()
-        for split, data in batches.items():
-            total = torch.zeros((), device=device)
-            for k in range(rank, cfg.eval_iters, world):
-                X, Y = data.get(1, k)  # key (1, k): never one of the training keys (0, iter, step)
-                with ctx:
-                    _, loss = model(X, Y)
-                total += loss.float()
-            out[split] = all_reduce(total).item() / cfg.eval_iters
-        model.train()
+        try:
+            stop_signals.cut_short = not ddp
+            for split, data in batches.items():
+                total = torch.zeros((), device=device)
+                for k in range(rank, rank + cfg.eval_iters, world):  # the same count in every process
+                    if agree(stop_signals)[0]:
+                        return None
+                    if k < cfg.eval_iters:
+                        X, Y = data.get(1, k)  # key (1, k): never one of the training keys (0, iter, step)
+                        with ctx:
+                            _, loss = model(X, Y)
+                        total += loss.float()
+                out[split] = all_reduce(total).item() / cfg.eval_iters
+            stop_signals.cut_short = False  # inside the try: a signal from here on is only noted
+        except StopSignals.CutShort:
+            return None
+        finally:
+            stop_signals.cut_short = False
+            model.train()
         return out
 
     def save_checkpoint():
@@ -474,7 +649,8 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         ckpt = {'format_version': CHECKPOINT_FORMAT, 'model': raw_model.state_dict(), 'model_args': model_args,
                 'config': dataclasses.asdict(cfg), 'meta': meta, 'optimizer': optimizer.state_dict(),
                 'scaler': scaler.state_dict(), 'iter_num': iter_num, 'tokens_seen': tokens_seen,
-                'best_val_loss': best_val_loss, 'train_s': train_s, 'elapsed_s': elapsed_s, 'rng': states}
+                'best_val_loss': best_val_loss, 'train_s': train_s, 'elapsed_s': elapsed_s, 'rng': states,
+                'evaluated': evaluated_at == iter_num}  # False: resuming runs the eval at iter_num first
         atomic_write(ckpt_path, lambda f: torch.save(ckpt, f))
         print(f"saved {ckpt_path} at iter {iter_num}")
 
@@ -494,62 +670,86 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         log.write(json.dumps(row) + '\n')
         log.flush()  # readable while the run goes on (bench.py --plot, tail -f)
 
-    # SIGINT / SIGTERM: note it, finish the step, save, exit; a second signal acts as usual
-    stop_signal = []
-    handlers = {}
+    @torch.no_grad()
+    def evaluate():
+        """estimate_loss with a line before and after; None (nothing logged) when a signal cut it short."""
+        if master:
+            print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
+        t0 = time.time()
+        losses = estimate_loss()
+        if master and losses is not None:
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
+                  f"({duration(time.time() - t0)})", flush=True)
+        elif master:
+            print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first", flush=True)
+        return losses
 
-    def on_signal(signum, frame):
-        stop_signal.append(signum)
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    if threading.current_thread() is threading.main_thread():
-        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def warm_up():
+        """One forward + backward before the clock starts, then undone (gradients, RNG): compiling is
+        not training time, and its duration sizes up the run. Seconds it took."""
+        state = rng_state()
+        sync_device(device_type)
+        t0 = time.time()
+        with train_model.no_sync() if ddp else nullcontext():
+            with ctx:
+                _, loss = train_model(X, Y)
+            scaler.scale(loss).backward()
+        sync_device(device_type)
+        seconds = time.time() - t0
+        optimizer.zero_grad(set_to_none=True)
+        set_rng_state(state)
+        return seconds
+
+    # SIGINT / SIGTERM: acknowledge, finish the step (or cut an eval short), save, exit; a second aborts
+    stop_signals = StopSignals(announce=master)
+    progress = Progress(cfg, iter_num=iter_num, tokens_seen=tokens_seen, tokens_per_iter=tokens_per_iter,
+                        flops_per_token=flops_per_token)
 
     summary = {'train_loss': None, 'val_loss': None}
     train_s = elapsed_s = 0.0
     last = {'iter': iter_num, 'tokens': tokens_seen, 'train_s': train_s0}  # the previous log row
     saved_at = start_iter if cfg.init_from == 'resume' else None
     X, Y = batches['train'].get(0, iter_num, rank * accum)  # the first micro-batch
-    if cfg.compile:  # compile before the clock starts: compiling is not training time
-        state = rng_state()
-        with train_model.no_sync() if ddp else nullcontext():
-            with ctx:
-                _, loss = train_model(X, Y)
-            scaler.scale(loss).backward()
-        optimizer.zero_grad(set_to_none=True)
-        set_rng_state(state)
+    micro_s = warm_up()  # also compiles, with compile=True
+    if not cfg.compile:  # (then it timed the compiler, not a step)
+        note = progress.start_estimate(micro_s, accum=accum, eval_batches=2 * math.ceil(cfg.eval_iters / world),
+                                       iter_num=iter_num, train_s=train_s0, device_type=device_type)
+        if master and note:
+            print(note, flush=True)
+    stop_signals.install()
     t_start, pause_s = time.time(), 0.0  # pause_s: seconds in evals and checkpoints
     try:
         while True:
             elapsed_s = elapsed_s0 + time.time() - t_start
             train_s = train_s0 + time.time() - t_start - pause_s
             stop = ('max_iters' if iter_num >= cfg.max_iters else
-                    'max_tokens' if cfg.max_tokens and tokens_seen >= cfg.max_tokens else None)
-            flags = [bool(stop_signal), bool(cfg.max_seconds and train_s >= cfg.max_seconds)]
-            if ddp:  # every process stops at the same iteration
-                flags = torch.tensor(flags, dtype=torch.int64)
-                dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ctrl_group)
-                flags = flags.tolist()
-            stop = 'signal' if flags[0] else stop or ('max_seconds' if flags[1] else None)
+                    'max_tokens' if cfg.max_tokens and tokens_seen >= cfg.max_tokens else
+                    'max_flops' if cfg.max_flops and tokens_seen * flops_per_token >= cfg.max_flops else None)
+            signalled, out_of_time = agree(stop_signals, cfg.max_seconds and train_s >= cfg.max_seconds)
+            stop = 'signal' if signalled else stop or ('max_seconds' if out_of_time else None)
 
-            # evaluate (also at the end) and save; not at the iteration a run resumes from
-            if (iter_num % cfg.eval_interval == 0 or stop and stop != 'signal') and not (
-                    cfg.init_from == 'resume' and iter_num == start_iter):
+            # evaluate (also at the end) and save; not twice at one iteration (that of a resumed checkpoint)
+            if (iter_num % cfg.eval_interval == 0 or stop) and stop != 'signal' and evaluated_at != iter_num:
                 sync_device(device_type)
                 t0 = time.time()
-                losses = estimate_loss()
-                check_finite(losses['train'], losses['val'])
-                summary.update(train_loss=losses['train'], val_loss=losses['val'])
-                if master:
-                    print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-                    write_row({'iter': iter_num, 'train_loss': losses['train'], 'val_loss': losses['val'],
-                               'lr': get_lr(iter_num, cfg), 'tokens': tokens_seen, 'elapsed_s': elapsed_s,
-                               'train_s': train_s})
-                improved = losses['val'] < best_val_loss
-                best_val_loss = min(best_val_loss, losses['val'])
-                if iter_num > 0 and (improved or cfg.always_save_checkpoint):
-                    save_checkpoint()
-                    saved_at = iter_num
+                losses = evaluate()
+                if losses is None:  # cut short by a signal: not logged, not a best_val_loss
+                    stop = 'signal'
+                else:
+                    check_finite(losses['train'], losses['val'])
+                    summary.update(train_loss=losses['train'], val_loss=losses['val'])
+                    if master:
+                        write_row({'iter': iter_num, 'train_loss': losses['train'], 'val_loss': losses['val'],
+                                   'lr': get_lr(iter_num, cfg), 'tokens': tokens_seen,
+                                   'flops': tokens_seen * flops_per_token, 'elapsed_s': elapsed_s,
+                                   'train_s': train_s})
+                    improved = losses['val'] < best_val_loss
+                    best_val_loss = min(best_val_loss, losses['val'])
+                    evaluated_at = iter_num
+                    if iter_num > 0 and (improved or cfg.always_save_checkpoint):
+                        save_checkpoint()
+                        saved_at = iter_num
+                    progress.eval_s = time.time() - t0
                 pause_s += time.time() - t0
             if stop:
                 break
@@ -587,14 +787,16 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                 train_s = train_s0 + time.time() - t_start - pause_s
                 elapsed_s = elapsed_s0 + time.time() - t_start
                 dt = max(train_s - last['train_s'], 1e-9)
+                s_per_iter = dt / (iter_num + 1 - last['iter'])
                 tokens_per_s = (tokens_seen - last['tokens']) / dt
                 mfu = raw_model.estimate_mfu(tokens_per_s / world, peak) if peak else None  # per device
                 if master:
-                    print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, "
-                          f"{1000 * dt / (iter_num + 1 - last['iter']):.1f}ms/iter, "
-                          f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else ""))
+                    where, eta = progress.status(iter_num, train_s, s_per_iter)  # iter 249/2000 (12%), ETA 1m32s
+                    print(f"{where}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
+                          f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "") + f", {eta}",
+                          flush=True)
                     write_row({'iter': iter_num, 'loss': lossf, 'lr': lr, 'tokens': tokens_seen,
-                               'elapsed_s': elapsed_s, 'train_s': train_s, 'tokens_per_s': tokens_per_s,
+                               'flops': tokens_seen * flops_per_token, 'elapsed_s': elapsed_s, 'train_s': train_s, 'tokens_per_s': tokens_per_s,
                                'mfu': mfu})
                 last = {'iter': iter_num + 1, 'tokens': tokens_seen, 'train_s': train_s}
             iter_num += 1
@@ -602,19 +804,18 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         if saved_at != iter_num:  # the final state (also after a signal)
             save_checkpoint()
     finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+        stop_signals.restore()
         if log is not None:
             log.close()
 
-    summary.update(iter_num=iter_num, tokens=tokens_seen, best_val_loss=best_val_loss, train_s=train_s,
+    summary.update(iter_num=iter_num, tokens=tokens_seen, flops=tokens_seen * flops_per_token, best_val_loss=best_val_loss, train_s=train_s,
                    elapsed_s=elapsed_s0 + time.time() - t_start, stop=stop, ckpt_path=ckpt_path,
                    params=raw_model.get_num_params())
     if stop == 'signal':
-        name = signal.Signals(stop_signal[0]).name
+        signum = (stop_signals.received or [signal.SIGTERM])[0]  # or another process's signal
         if master:
-            print(f"stopped by {name} at iter {iter_num}; resume with --init_from=resume")
-        raise SystemExit(128 + stop_signal[0])
+            print(f"stopped by {signal.Signals(signum).name} at iter {iter_num}; resume with --init_from=resume")
+        raise SystemExit(128 + signum)
     if master:
         print(f"done: {stop} at iter {iter_num}, {tokens_seen:,} tokens, {train_s:.1f}s training")
     return summary

@@ -1,6 +1,6 @@
 # Quick start on a CPU: a 4-layer, 128-wide GPT on the char-level pydoc corpus, about a minute on
 # 2 cores, leaving out-quick/ckpt.pt for sample.py.
-#   python prepare.py && python train.py configs/quick.py && python sample.py --out_dir=out-quick
+#   python prepare.py && python train.py configs/quick.py && python sample.py
 # parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
 
 out_dir = 'out-quick'
