@@ -720,12 +720,12 @@ def config_paths(bench):
 QUICK = dict(max_iters=100, eval_iters=10, seeds=2, lr=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
 
 
-def quality(bench, paths):
-    """--sweep / --scaling: plan the runs, run those not yet in the results file, then report."""
+def quality(bench, paths, given=()):
+    """--sweep / --scaling: plan the runs, run those not yet in the results file, then report.
+    `given`: the keys set on the command line, which --quick leaves as they are."""
     if bench.quick:  # a few-minute version of the same mode, at tiny sizes
-        bench = dataclasses.replace(bench, **{k: v for k, v in QUICK.items()
-                                              if getattr(bench, k) == getattr(BenchConfig(), k)})
-        if not bench.scaling and not bench.n_layer:
+        bench = dataclasses.replace(bench, **{k: v for k, v in QUICK.items() if k not in given})
+        if not bench.scaling and not {'n_layer', 'n_embd', 'n_head'} & set(given):
             bench = dataclasses.replace(bench, n_layer=2, n_embd=64, n_head=2)
     results_path = bench.results or f"{bench.out_prefix}.jsonl"
     png = bench.png or os.path.splitext(results_path)[0] + '.png'
@@ -759,7 +759,7 @@ def main(argv):
     else:
         bench.configs = bench.configs + positional
     if bench.sweep or bench.scaling or bench.report:
-        return quality(bench, config_paths(bench))
+        return quality(bench, config_paths(bench), given={a[2:].partition('=')[0] for a in flags})
     if bench.plot:
         rows = [run_summary(d) for d in run_dirs]
         png = bench.png or 'runs.png'
