@@ -499,3 +499,17 @@ def test_resume_with_another_optimizer_is_one_line(data_dir, tmp_path):
                                          r"--optimizer=muon") as e:
         run(data_dir, tmp_path, '--init_from=resume', '--max_iters=3')
     assert '\n' not in str(e.value)
+
+
+def test_a_scratch_run_keeps_the_previous_runs_checkpoint(data_dir, tmp_path, capsys):
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=6')
+    trained = (out / 'ckpt.pt').read_bytes()
+    old_log = (out / 'log.jsonl').read_text()
+    run(data_dir, out, '--max_iters=2', '--seed=5')  # rerunning the config: a new, shorter run
+    assert 'previous run (ckpt.pt, log.jsonl, config.json) is kept in' in capsys.readouterr().out
+    assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained  # nothing the user had is lost
+    assert (out / 'prev' / 'log.jsonl').read_text() == old_log
+    assert train.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
+    run(data_dir, out, '--init_from=resume', '--max_iters=4')  # resume continues, keeps prev/ as it was
+    assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained

@@ -337,6 +337,33 @@ def prepare_command(data_dir):
     return ' '.join(['python prepare.py', *args])
 
 
+RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
+
+
+def keep_previous_run(out_dir):
+    """
+    A scratch run in an out_dir that holds a checkpoint moves the previous run's files to
+    out_dir/prev/ first (one generation: an older prev/ is replaced), so rerunning a config never
+    destroys a trained model; --init_from=resume continues the run instead. Says so in one line.
+    """
+    if not os.path.isfile(os.path.join(out_dir, 'ckpt.pt')):
+        return
+    prev = os.path.join(out_dir, 'prev')
+    try:
+        os.makedirs(prev, exist_ok=True)
+        for name in RUN_FILES:
+            if os.path.exists(os.path.join(prev, name)):
+                os.remove(os.path.join(prev, name))
+        for name in RUN_FILES:
+            if os.path.exists(os.path.join(out_dir, name)):
+                os.replace(os.path.join(out_dir, name), os.path.join(prev, name))
+    except OSError as e:
+        raise UsageError(f"cannot keep the previous run of {out_dir!r} in {prev!r} ({e.strerror}); "
+                         f"move it yourself or use another out_dir") from None
+    print(f"note: {out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is kept in "
+          f"{prev}/; --init_from=resume continues a run instead of starting over")
+
+
 class NonFiniteLoss(UsageError):
     """The loss became nan or inf: the run stops with one line and saves nothing."""
 
@@ -527,6 +554,8 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             os.makedirs(cfg.out_dir, exist_ok=True)
         except OSError as e:
             raise UsageError(f"out_dir {cfg.out_dir!r} cannot be created ({e.strerror}); pass --out_dir=a/new/folder") from None
+        if cfg.init_from == 'scratch':
+            keep_previous_run(cfg.out_dir)
         atomic_write(os.path.join(cfg.out_dir, 'config.json'),
                      lambda f: f.write(json.dumps(dataclasses.asdict(cfg), indent=1).encode()))
     if device_type == 'cuda':
