@@ -9,10 +9,14 @@ Tokenise a text corpus into binary shards that train.py reads.
 Tokenizers: char (the default: the sorted set of the corpus's characters, kept in meta.json), byte
 (256 values), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it once; offline, point
 TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in .tiktoken.
-Output: train_000000.bin ... and val_000000.bin ... in the llm.c / modded-nanogpt shard format (a 256 x
-int32 header: magic 20240520, version 1 = uint16 tokens or 2 = uint32, token count; then the tokens),
-and meta.json, which says how to rebuild the tokenizer. Every file is written under a temporary name
-and renamed once complete, meta.json last, so an interrupted run never leaves a shard that looks valid.
+Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each run) in the llm.c /
+modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
+uint32, token count; then the tokens), and meta.json, which lists the shards and says how to rebuild the
+tokenizer. Rerunning into the same folder is safe: the new shards go beside the old ones under new names,
+and the atomic replacement of meta.json switches the folder from the old dataset to the new in one step
+(the readers use only the shards meta.json lists); only then are the old shards removed. So a failure
+at any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
+complete new one, at the cost of room for both while the new one is written.
 
 train.py and sample.py read data through this file (`load_shard`, `find_shards`, `read_meta`,
 `load_tokenizer`); flag parsing lives in configurator.py.
@@ -22,6 +26,7 @@ import bisect
 import codecs
 import collections
 import dataclasses
+import errno
 import glob
 import hashlib
 import io
@@ -96,27 +101,82 @@ def load_shard(path):
     return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
 
 
+# prepare.py names its shards <split>_g<run>_<index>.bin, with a run number no file in the folder has used, so
+# a run never overwrites the shards meta.json lists; <split>_<index>.bin are from before run numbers
+PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
+LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')  # of killed runs
+
+
 def find_shards(data_dir, split):
-    """Sorted paths of data_dir/<split>_*.bin, else of *_<split>_*.bin (llm.c's fineweb_train_000001.bin
-    names), or UsageError if there are none."""
-    for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
-        paths = sorted(glob.glob(os.path.join(glob.escape(data_dir), pattern)))
+    """The shard paths of `split`: those meta.json lists, else (no meta.json: raw llm.c shards) the sorted
+    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names). UsageError if
+    there are none, or if the folder is one a prepare.py run did not finish (see read_meta)."""
+    meta = read_meta(data_dir)
+    if meta and 'shards' in meta:  # only these: the files of a run that did not finish stay invisible
+        paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
+        missing = next((p for p in paths if not os.path.isfile(p)), None)
+        if missing:
+            raise UsageError(f"{missing} is listed in meta.json but missing; rerun prepare.py")
         if paths:
             return paths
+    else:  # a meta.json without a shard list (written by hand) ignores the numbered runs' shards
+        for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
+            paths = sorted(p for p in glob.glob(os.path.join(glob.escape(data_dir), pattern))
+                           if not (meta and re.fullmatch(r'\w+_g\d+_\d{6}\.bin', os.path.basename(p))))
+            if paths:
+                return paths
     raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
                      f"(python prepare.py writes data/pydoc_char)")
 
 
+def _meta_problem(meta):
+    """What is wrong with a parsed meta.json, or None."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    vocab = meta.get('vocab_size')
+    if type(vocab) is not int or vocab <= 0:
+        return f"has vocab_size={vocab!r}, not a positive integer"
+    eot = meta.get('eot_token')
+    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
+        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
+    shards = meta.get('shards', {'train': [], 'val': []})
+    if not (isinstance(shards, dict) and all(
+            isinstance(shards.get(s), list) and all(isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n)
+                                                    for n in shards[s]) for s in ('train', 'val'))):
+        return "has a malformed shard list (expected shards = {'train': [file names], 'val': [file names]})"
+    top = meta.get('max_id', {})
+    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
+        return f"has a malformed max_id {top!r}"
+    for split, i in top.items():
+        if i >= vocab:
+            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
+    return None
+
+
 def read_meta(data_dir):
-    """The parsed data_dir/meta.json, or None when there is none (raw llm.c shards)."""
+    """The parsed data_dir/meta.json after checking its structure, or None when there is none (raw llm.c
+    shards). A folder with prepare.py's shard names but no meta.json is what an older prepare.py left when
+    it failed half-way: UsageError, rather than reading it as raw shards."""
     path = os.path.join(data_dir, 'meta.json')
     if not os.path.isfile(path):
+        try:
+            ours = sorted(n for n in os.listdir(data_dir) if PREPARED.fullmatch(n))
+        except OSError:
+            ours = []  # no folder: find_shards says so
+        if ours:
+            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no meta.json: a "
+                             f"prepare.py run did not finish; rerun prepare.py (raw llm.c shards are named "
+                             f"like fineweb_train_000001.bin)")
         return None
     try:
         with open(path, encoding='utf-8') as f:
-            return json.load(f)
+            meta = json.load(f)
     except (ValueError, OSError) as e:
         raise UsageError(f"{path} is unreadable ({e}); rerun prepare.py") from None
+    problem = _meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path} {problem}; rerun prepare.py")
+    return meta
 
 
 # -----------------------------------------------------------------------------
@@ -230,6 +290,12 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
         ranks = None
     if not ranks:
         raise UsageError(f"{path!r} is not a tiktoken ranks file (lines of 'base64-token rank')")
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:  # tiktoken would panic (a Rust PanicException, not an Exception) on the first such byte
+        raise UsageError(f"{path!r} lacks {len(missing)} of the 256 single-byte tokens (the first: "
+                         f"{bytes(missing[:1])!r}); byte-level BPE needs every byte in its ranks")
+    if len(set(ranks.values())) != len(ranks):
+        raise UsageError(f"{path!r} gives two tokens the same rank; each token needs its own rank")
     special_tokens = special_tokens or {EOT: max(ranks.values()) + 1}
     name = os.path.basename(path).removesuffix('.tiktoken')
     try:
@@ -281,6 +347,7 @@ SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/da
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 SHAKESPEARE_BYTES = 1115394
 PIECE_BYTES = 1 << 20  # text is read, decoded and encoded in pieces of about 1 MB
+CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) for this long is cut anyway (bounds memory)
 
 
 @dataclasses.dataclass
@@ -419,7 +486,13 @@ def _cut_point(text, start):
 
 def _texts(doc, start, end, errors, *, bpe):
     """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
-    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed."""
+    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed.
+    Text that runs CUT_FREE_CHARS characters (1M) with no cut point (long minified code or JSON, a base64
+    blob, one huge run of punctuation) is cut anyway where the block read ends, at a character boundary:
+    encoding one pre-token of n bytes takes ~45n bytes of memory, so a piece must stay bounded. Only there
+    the ids can differ from encoding the text whole (the tokens of the BPE word or two that straddle such a
+    cut); the ids still decode to exactly the text. Text with a cut point every 1M characters (any prose,
+    any text with line breaks between non-blank lines) never meets this."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in _blocks(doc, start, end):
@@ -432,49 +505,74 @@ def _texts(doc, start, end, errors, *, bpe):
         pos += len(block)
         # the carry holds no cut point, so look only from its last character on (linear, not quadratic)
         cut = _cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
+        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway (see above)
+            cut = len(text)
         if cut:
             yield text[:cut], pos - start
         carry = text[cut:]
 
 
 class _ShardWriter:
-    """Streams one split's tokens into shards of at most `limit` tokens, each under a temporary name
-    until the whole run succeeds (its header says 0 tokens until the shard is complete)."""
+    """Streams one split's tokens into shards of at most `limit` tokens, named <split>_g<run>_<index>.bin:
+    names no file in the folder has, invisible to the readers until meta.json lists them (and the header
+    says 0 tokens until the shard is complete). Any OSError becomes a one-line UsageError naming the file."""
 
-    def __init__(self, out_dir, split, dtype, limit):
-        self.out_dir, self.split, self.dtype, self.limit = out_dir, split, np.dtype(dtype), limit
-        self.done, self.tokens, self.f, self.n = [], 0, None, 0  # done: (temporary, final) paths
+    def __init__(self, out_dir, split, run, dtype, limit):
+        self.out_dir, self.split, self.run, self.dtype, self.limit = out_dir, split, run, np.dtype(dtype), limit
+        self.paths, self.done = [], []  # every file opened; the names of the complete ones
+        self.tokens, self.max_id, self.f, self.n = 0, -1, None, 0
 
     def add(self, ids):
-        while len(ids):
-            if self.f is None:
-                self.final = os.path.join(self.out_dir, f"{self.split}_{len(self.done):06d}.bin")
-                self.tmp = f"{self.final}.tmp{os.getpid()}"
-                self.f = open(self.tmp, 'wb')
-                self.f.write(_header(0, 1 if self.dtype == np.uint16 else 2))
-            take = ids[:self.limit - self.n]
-            self.f.write(take.astype(self.dtype, copy=False).tobytes())
-            self.n, ids = self.n + len(take), ids[len(take):]
-            if self.n == self.limit:
-                self.close()
+        if len(ids):
+            self.max_id = max(self.max_id, int(ids.max()))  # kept in meta.json, checked against vocab_size
+        try:
+            while len(ids):
+                if self.f is None:
+                    name = f"{self.split}_g{self.run}_{len(self.done):06d}.bin"
+                    self.paths.append(os.path.join(self.out_dir, name))
+                    self.f = open(self.paths[-1], 'wb')
+                    self.f.write(_header(0, 1 if self.dtype == np.uint16 else 2))
+                take = ids[:self.limit - self.n]
+                self.f.write(take.astype(self.dtype, copy=False).tobytes())
+                self.n, ids = self.n + len(take), ids[len(take):]
+                if self.n == self.limit:
+                    self.close()
+        except OSError as e:
+            raise _write_error(self.paths[-1], e) from None
 
     def close(self):
         if self.f is not None:
-            self.f.seek(0)
-            self.f.write(_header(self.n, 1 if self.dtype == np.uint16 else 2))
-            self.f.flush()
-            os.fsync(self.f.fileno())  # the data is on disk before the rename makes it visible
-            self.f.close()
-            self.done.append((self.tmp, self.final))
+            try:
+                self.f.seek(0)
+                self.f.write(_header(self.n, 1 if self.dtype == np.uint16 else 2))
+                self.f.flush()
+                os.fsync(self.f.fileno())  # the data is on disk before meta.json names it
+                self.f.close()
+            except OSError as e:
+                raise _write_error(self.paths[-1], e) from None
+            self.done.append(os.path.basename(self.paths[-1]))
             self.tokens, self.f, self.n = self.tokens + self.n, None, 0
 
     def discard(self):
+        """Remove every file this writer made. Closing may raise again (a full disk fails the flush of
+        what is still buffered), and is only a means to the removal."""
         if self.f is not None:
-            self.f.close()
-            self.done.append((self.tmp, None))
-        for tmp, _ in self.done:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            self.f = None
+        for path in self.paths:
+            try:
+                os.remove(path)
+            except OSError:
+                pass  # gone already, or not removable: invisible anyway, the next run removes it
+
+
+def _write_error(path, e):
+    why = e.strerror or str(e) or type(e).__name__
+    hint = "; free some space or pass --out_dir=a/disk/with/room" if e.errno == errno.ENOSPC else ""
+    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}{hint}")
 
 
 def _ordered_map(fn, items, workers):
@@ -492,6 +590,8 @@ def _ordered_map(fn, items, workers):
 # -----------------------------------------------------------------------------
 # The command
 
+MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each too short for many windows
+
 @dataclasses.dataclass
 class PrepareConfig:
     dataset: str = 'pydoc'       # 'pydoc' (inside Python, works offline) | 'shakespeare' (downloaded once)
@@ -499,7 +599,7 @@ class PrepareConfig:
     tokenizer: str = 'char'      # char (default) | byte | a tiktoken name (gpt2) | path/to/ranks.tiktoken
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
     val_fraction: float = 0.1    # the last 10% of the corpus is the val split
-    shard_tokens: int = 100_000_000  # tokens per shard file at most
+    shard_tokens: int = 100_000_000  # tokens per shard file at most (at least 65,536)
     errors: str = 'strict'       # invalid UTF-8: 'strict' (an error) | 'replace' (with U+FFFD)
     workers: int = 0             # encoding threads; 0 = one per core
     cache_dir: str = 'data/downloads'  # where --dataset=shakespeare is kept
@@ -510,8 +610,9 @@ class PrepareConfig:
                              f"or pass --input=PATH")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"val_fraction={self.val_fraction} must be between 0 and 1")
-        if not 0 < self.shard_tokens < 2**31:
-            raise ValueError(f"shard_tokens={self.shard_tokens} must be between 1 and 2**31 - 1")
+        if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny shards: thousands of files, few windows
+            raise ValueError(f"shard_tokens={self.shard_tokens} must be between {MIN_SHARD_TOKENS:,} and "
+                             f"2**31 - 1 (the default is 100,000,000)")
         if self.errors not in ('strict', 'replace'):
             raise ValueError(f"errors={self.errors!r} must be strict or replace")
         if self.workers < 0:
@@ -561,20 +662,52 @@ def _makedirs(path):
     return created
 
 
-def _commit(out_dir, writers, meta):
-    """The old meta.json goes first (it must never describe new shards), then the new shards are
-    renamed into place, old shards this run did not produce are removed, and meta.json comes last."""
-    meta_path = os.path.join(out_dir, 'meta.json')
-    if os.path.exists(meta_path):
-        os.remove(meta_path)
-    for w in writers.values():
-        for tmp, final in w.done:
-            os.replace(tmp, final)
-    new = {os.path.basename(final) for w in writers.values() for _, final in w.done}
-    for name in os.listdir(out_dir):  # old shards, and the leftovers of killed runs
-        if re.fullmatch(r'(train|val)_\d+\.bin(\.tmp\d+)?|meta\.json\.tmp\d*', name) and name not in new:
-            os.remove(os.path.join(out_dir, name))
-    atomic_write(meta_path, lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+def _fsync_dir(path):
+    """Make the folder's renames and new names durable (a power cut cannot undo them); best effort."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems do not fsync folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def _next_run(out_dir):
+    """1 + the highest run number among the folder's shard names: the new shards collide with nothing."""
+    try:
+        names = os.listdir(out_dir)
+    except OSError as e:
+        raise UsageError(f"cannot read --out_dir={out_dir!r}: {e.strerror or e}") from None
+    runs = [int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m]
+    return max(runs, default=0) + 1
+
+
+def _remove_stale(out_dir, keep):
+    """Remove prepare.py's files that meta.json does not list: the previous dataset once the new one is
+    committed, and what killed runs left. A file that will not go stays (invisible) for the next run."""
+    try:
+        names = os.listdir(out_dir)
+    except OSError:
+        return
+    for name in names:
+        if (PREPARED.fullmatch(name) or LEFTOVER.fullmatch(name)) and name not in keep:
+            try:
+                os.remove(os.path.join(out_dir, name))
+            except OSError as e:
+                print(f"prepare: could not remove {name} ({e.strerror}); the next run will", file=sys.stderr)
+
+
+def _commit(out_dir, meta):
+    """Make the new dataset the folder's, in one step: atomically replace meta.json, which lists the new
+    shards (complete and fsynced, under names the old meta.json does not use). Until that rename the
+    readers see only the old dataset; from it on, only the new one; main then removes the old shards."""
+    _fsync_dir(out_dir)  # the new shards' names are durable before a meta.json names them
+    atomic_write(os.path.join(out_dir, 'meta.json'),
+                 lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
 
 
 def main(argv):
@@ -619,8 +752,15 @@ def main(argv):
         return split, np.concatenate([prefix, tok.encode_array(text)]), read
 
     created = _makedirs(out_dir)
+    try:
+        old = read_meta(out_dir)
+    except UsageError:  # unreadable or half-written: replaced below, nothing in it is listed to keep
+        old = None
+    if old and 'shards' in old:  # what killed runs left takes space the new shards need
+        _remove_stale(out_dir, {'meta.json', *old['shards']['train'], *old['shards']['val']})
+    run = _next_run(out_dir)
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
-    writers = {s: _ShardWriter(out_dir, s, dtype, cfg.shard_tokens) for s in ('train', 'val')}
+    writers = {s: _ShardWriter(out_dir, s, run, dtype, cfg.shard_tokens) for s in ('train', 'val')}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     ntok, last = 0, time.time()
     try:
@@ -633,26 +773,40 @@ def main(argv):
                       f"{ntok / 1e6 / dt:.2f}M tokens/s", file=sys.stderr, flush=True)
         for w in writers.values():
             w.close()
-    except BaseException:  # an error or ^C: remove what this run wrote, keep what was there before
+        meta = {
+            'format_version': 1,
+            'tokenizer': tok.meta(),
+            'vocab_size': tok.vocab_size,
+            'eot_token': tok.eot_token,
+            'dtype': np.dtype(dtype).name,
+            'source': source,
+            'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
+            'tokens': {s: w.tokens for s, w in writers.items()},
+            'max_id': {s: w.max_id for s, w in writers.items() if w.tokens},
+            'run': run,
+            'shards': {s: w.done for s, w in writers.items()},
+            'command': shlex.join(['python', sys.argv[0], *argv]),
+        }
+        _commit(out_dir, meta)
+    except BaseException as e:  # an error or ^C before the commit: remove what this run wrote, keep the rest
+        try:
+            committed = (read_meta(out_dir) or {}).get('run') == run  # ^C can land just after the rename
+        except UsageError:
+            committed = False
+        if committed:
+            raise
         for w in writers.values():
             w.discard()
         for d in created:
-            if not os.listdir(d):
-                os.rmdir(d)
+            try:
+                os.rmdir(d)  # only if empty
+            except OSError:
+                pass
+        if isinstance(e, OSError):  # reading the input, say; writing the shards raises UsageError
+            raise UsageError(f"{e.filename or out_dir}: {e.strerror or e}") from None
         raise
-
-    _commit(out_dir, writers, {
-        'format_version': 1,
-        'tokenizer': tok.meta(),
-        'vocab_size': tok.vocab_size,
-        'eot_token': tok.eot_token,
-        'dtype': np.dtype(dtype).name,
-        'source': source,
-        'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
-        'tokens': {s: w.tokens for s, w in writers.items()},
-        'shards': {s: [os.path.basename(final) for _, final in w.done] for s, w in writers.items()},
-        'command': shlex.join(['python', sys.argv[0], *argv]),
-    })
+    _fsync_dir(out_dir)  # the new meta.json is durable before the old shards go
+    _remove_stale(out_dir, {'meta.json', *meta['shards']['train'], *meta['shards']['val']})
     hint = ' (the default; --tokenizer=gpt2 for BPE)' if cfg.tokenizer == 'char' else ''
     print(f"wrote {writers['train'].tokens:,} train + {writers['val'].tokens:,} val tokens of {source['name']} "
           f"to {out_dir}: tokenizer {tok.name}{hint}, vocab {tok.vocab_size}, "

@@ -15,6 +15,7 @@ re-runs the whole window for each token, to compare. The text goes to stdout, ev
 """
 import dataclasses
 import glob
+import math
 import os
 import sys
 import time
@@ -54,6 +55,8 @@ class SampleConfig:
         for name in ('max_new_tokens', 'temperature', 'top_k'):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if not math.isfinite(self.temperature):  # nan passes `< 0`; either one gives garbage, not an error
+            raise ValueError(f"temperature must be a finite number (0 = greedy), got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p} (1 turns it off)")
 

@@ -1,9 +1,12 @@
 """Tests for prepare.py: tokenizers, shards and the corpus pipeline.
 Every test builds its own tiny corpus in tmp_path; nothing here touches the network."""
 import base64
+import errno
 import hashlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -34,10 +37,10 @@ def read_split(out_dir, split):
     return np.concatenate([P.load_shard(p) for p in P.find_shards(str(out_dir), split)])
 
 
-def tiny_ranks_file(path, more=()):
-    """A .tiktoken file: all 256 single bytes (rank = byte value) and a few merges."""
+def tiny_ranks_file(path, more=(), drop=None):
+    """A .tiktoken file: all 256 single bytes (rank = byte value) but `drop`, and a few merges."""
     merges = [b'th', b'the', b' t', b' the', b'in', b'ing', b'e ', b'  ', *more]
-    ranks = [bytes([b]) for b in range(256)] + merges
+    ranks = [bytes([b]) for b in range(256) if bytes([b]) != drop] + merges
     return write(path, b''.join(base64.b64encode(t) + b' %d\n' % r for r, t in enumerate(ranks)))
 
 
@@ -94,6 +97,7 @@ def test_prepare_with_local_ranks_file(tmp_path):
 def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     """Encoding in small pieces (cut at letter-then-whitespace) gives the ids of encoding the whole text."""
     monkeypatch.setattr(P, 'PIECE_BYTES', 64)
+    monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     rng = np.random.default_rng(0)
     words = ['the', 'thing', 'in', '!', '42', 'héllo', '🐍', ' ', '  ', '\n', '\n\n', '\t', 'x\n ', "it's"]
@@ -186,10 +190,69 @@ def test_find_shards_and_read_meta(tmp_path):
     assert P.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
     with pytest.raises(P.UsageError, match='no train_'):
         P.find_shards(str(tmp_path), 'train')
-    for i in (1, 0, 10):
-        P.write_shard(str(tmp_path / f'train_{i:06d}.bin'), [1, 2])
+    for i in (1, 0, 10):  # raw llm.c shards, no meta.json
+        P.write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
     assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == \
-        ['train_000000.bin', 'train_000001.bin', 'train_000010.bin']
+        ['fineweb_train_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000010.bin']
+    assert P.read_meta(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize('name', ['train_000000.bin', 'val_g3_000001.bin'])
+def test_prepare_shards_without_meta_are_refused(tmp_path, name):
+    """What an older prepare.py left when it failed between removing meta.json and writing the new one
+    (shards only), or what a killed run left in a new folder: not raw shards, a one-line 'rerun'."""
+    P.write_shard(str(tmp_path / name), [1, 2])
+    P.write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
+    for read in (P.read_meta, lambda d: P.find_shards(d, 'train')):
+        with pytest.raises(P.UsageError, match='no meta.json.*rerun prepare.py') as e:
+            read(str(tmp_path))
+        assert '\n' not in str(e.value)
+
+
+def test_only_the_shards_meta_lists_are_read(tmp_path):
+    for name in ('train_g1_000000.bin', 'train_g2_000000.bin', 'train_g2_000001.bin', 'val_g2_000000.bin'):
+        P.write_shard(str(tmp_path / name), [1, 2])
+    meta = {'vocab_size': 10, 'shards': {'train': ['train_g2_000000.bin', 'train_g2_000001.bin'],
+                                         'val': ['val_g2_000000.bin']}}
+    write(tmp_path / 'meta.json', json.dumps(meta))
+    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
+    del meta['shards']  # a meta.json written by hand: every train_*.bin but the numbered runs' leftovers
+    P.write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
+    write(tmp_path / 'meta.json', json.dumps(meta))
+    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
+    write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'shards': {'train': ['gone.bin'], 'val': []}}))
+    with pytest.raises(P.UsageError, match='gone.bin is listed in meta.json but missing'):
+        P.find_shards(str(tmp_path), 'train')
+
+
+@pytest.mark.parametrize('meta, expect', [
+    ([1, 2], 'JSON list, not an object'),
+    ({'tokenizer': {'kind': 'byte'}}, 'vocab_size=None'),
+    ({'vocab_size': '256'}, "vocab_size='256'"),
+    ({'vocab_size': 0}, 'vocab_size=0'),
+    ({'vocab_size': True}, 'vocab_size=True'),
+    ({'vocab_size': 2.5}, 'vocab_size=2.5'),
+    ({'vocab_size': 10, 'eot_token': 10}, 'eot_token=10'),
+    ({'vocab_size': 10, 'shards': ['train_000000.bin']}, 'malformed shard list'),
+    ({'vocab_size': 10, 'shards': {'train': ['../x.bin'], 'val': []}}, 'malformed shard list'),
+    ({'vocab_size': 10, 'max_id': {'train': 12}}, 'token id 12, but vocab_size is 10'),
+])
+def test_wrong_meta_is_one_line(tmp_path, meta, expect):
+    write(tmp_path / 'meta.json', json.dumps(meta))
+    with pytest.raises(P.UsageError, match='rerun prepare.py') as e:
+        P.read_meta(str(tmp_path))
+    assert expect in str(e.value) and '\n' not in str(e.value)
+
+
+def test_meta_records_the_largest_id(tmp_path):
+    out = str(tmp_path / 'out')
+    P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 10)}", f'--out_dir={out}', '--tokenizer=byte'])
+    meta = P.read_meta(out)
+    assert meta['max_id'] == {s: int(read_split(out, s).max()) for s in ('train', 'val')}
+    meta['vocab_size'] = meta['max_id']['train']  # as if the shards held ids the vocabulary lacks
+    write(os.path.join(out, 'meta.json'), json.dumps(meta))
+    with pytest.raises(P.UsageError, match='hold token id'):
+        P.find_shards(out, 'train')
 
 
 # -----------------------------------------------------------------------------
@@ -202,7 +265,7 @@ def test_default_corpus_with_no_arguments(tmp_path):
     meta = P.read_meta(str(out))
     assert meta['source']['name'] == 'pydoc' and meta['tokenizer']['kind'] == 'char' and meta['eot_token'] is None
     assert meta['command'].endswith('prepare.py') and meta['split']['cut'] == 'document'
-    assert sorted(os.listdir(out)) == ['meta.json', 'train_000000.bin', 'val_000000.bin']
+    assert sorted(os.listdir(out)) == ['meta.json', 'train_g1_000000.bin', 'val_g1_000000.bin']
     from pydoc_data.topics import topics
     tok = P.load_tokenizer(meta)
     train, val = (tok.decode(read_split(out, s).tolist()) for s in ('train', 'val'))
@@ -211,7 +274,7 @@ def test_default_corpus_with_no_arguments(tmp_path):
 
 
 @pytest.mark.parametrize('case', ['missing path', 'empty corpus', 'invalid utf-8', 'invalid utf-8 late',
-                                  'unknown key', 'wrong type', 'too small'])
+                                  'unknown key', 'wrong type', 'too small', 'tiny shards', 'bad ranks'])
 def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, case):
     out = tmp_path / 'out'
     bad = write(tmp_path / 'bad.txt', b'abc\xffddd')
@@ -225,6 +288,9 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, case):
         'unknown key': (['--tokenzier=byte'], 'did you mean tokenizer'),
         'wrong type': (['--val_fraction=lots'], 'not a valid float'),
         'too small': ([f"--input={write(tmp_path / 'small.txt', 'hello')}", '--val_fraction=0.01'], 'too small'),
+        'tiny shards': (['--shard_tokens=1'], 'shard_tokens=1 must be between 65,536'),  # not 400k files
+        'bad ranks': ([f"--input={write(tmp_path / 'c.txt', TEXT * 20)}",
+                       f"--tokenizer={tiny_ranks_file(tmp_path / 'r.tiktoken', drop=b'A')}"], "first: b'A'"),
     }[case]
     r = run_cli(args + [f'--out_dir={out}'], cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ''
@@ -240,16 +306,17 @@ def test_out_dir_that_cannot_be_created(tmp_path, out_dir):
     assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and 'f.txt' in r.stderr, r.stderr
 
 
-def test_rerun_replaces_output_cleanly(tmp_path):
+def test_rerun_replaces_output_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     corpus = write(tmp_path / 'c.txt', TEXT * 40)
     out = str(tmp_path / 'out')
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=300', '--tokenizer=byte'])
     assert len(P.find_shards(out, 'train')) > 5
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=100000'])
     meta = P.read_meta(out)
-    assert sorted(os.listdir(out)) == ['meta.json', 'train_000000.bin', 'val_000000.bin']
+    assert sorted(os.listdir(out)) == ['meta.json', 'train_g2_000000.bin', 'val_g2_000000.bin']
     assert meta['tokenizer']['kind'] == 'char'
-    assert meta['shards'] == {'train': ['train_000000.bin'], 'val': ['val_000000.bin']}
+    assert meta['shards'] == {'train': ['train_g2_000000.bin'], 'val': ['val_g2_000000.bin']}
     assert meta['tokens']['train'] + meta['tokens']['val'] == len(TEXT * 40)
 
 
@@ -264,6 +331,7 @@ def test_one_line_corpus(tmp_path):
 
 def test_failed_run_leaves_previous_output_untouched(tmp_path, monkeypatch):
     monkeypatch.setattr(P, 'PIECE_BYTES', 256)
+    monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 40)}", f'--out_dir={out}'])
     before = {n: open(os.path.join(out, n), 'rb').read() for n in os.listdir(out)}
@@ -318,3 +386,198 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
     assert P.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
+
+
+# -----------------------------------------------------------------------------
+# faults: a full disk, a kill at every step, bad places to write
+
+def test_ranks_file_without_every_byte_is_one_line(tmp_path):
+    """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack."""
+    with pytest.raises(P.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
+        P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
+    dup = write(tmp_path / 'dup.tiktoken', open(tiny_ranks_file(tmp_path / 'b.tiktoken'), 'rb').read()
+                + base64.b64encode(b'xyz') + b' 300\n' + base64.b64encode(b'xy') + b' 300\n')
+    with pytest.raises(P.UsageError, match='same rank'):
+        P.tiktoken_from_file(dup)
+
+
+def test_text_without_cut_points_is_cut_anyway(tmp_path, monkeypatch):
+    """BPE text with no cut point (one long run of punctuation: a single pre-token) is cut every
+    CUT_FREE_CHARS, so no piece (and no encoding's memory) grows with the file; the ids still decode to it."""
+    monkeypatch.setattr(P, 'PIECE_BYTES', 32)
+    monkeypatch.setattr(P, 'CUT_FREE_CHARS', 100)
+    text = '.,;' * 1000 + '\n' + '{"k":[12,"x"]}' * 100 + ' the end\n' * 100
+    doc = P.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=True)]
+    assert ''.join(pieces) == text and max(map(len, pieces)) <= 100 + 32
+    out = tmp_path / 'out'
+    ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
+    P.main([f"--input={write(tmp_path / 'one.txt', text)}", f'--tokenizer={ranks}', f'--out_dir={out}'])
+    tok = P.load_tokenizer(P.read_meta(str(out)))
+    ids = np.concatenate([read_split(out, s) for s in ('train', 'val')])
+    assert tok.decode(ids.tolist()) == '<|endoftext|>' + text
+
+
+def files(folder):
+    return {n: open(os.path.join(folder, n), 'rb').read() for n in sorted(os.listdir(folder))}
+
+
+def dataset(folder):
+    """What the readers see: the tokenizer and each split's tokens, or the one-line error."""
+    try:
+        meta = P.read_meta(str(folder))
+        tokens = {s: read_split(folder, s).tolist() for s in ('train', 'val')}
+        return meta['tokenizer']['kind'], meta['tokens'], tokens
+    except P.UsageError as e:
+        return f"error: {e}"
+
+
+class FullDisk(io.FileIO):
+    """A file on a disk that fills up after `room` bytes: writes raise ENOSPC, as the kernel's do."""
+    room = 100
+
+    def write(self, b):
+        if self.tell() + len(b) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(b)
+
+
+def fill_disk(monkeypatch, which):
+    """open() of files whose name matches `which` gets a buffered FullDisk, as a real full disk would:
+    the error comes back when the buffer is flushed, in close() too."""
+    import builtins
+    real_open = builtins.open
+
+    def fake_open(path, mode='r', *args, **kwargs):
+        if 'w' in mode and which(os.path.basename(str(path))):
+            return io.BufferedWriter(FullDisk(path, 'w'))
+        return real_open(path, mode, *args, **kwargs)
+    monkeypatch.setattr(builtins, 'open', fake_open)
+
+
+@pytest.mark.parametrize('which', ['shard', 'meta.json'])
+@pytest.mark.parametrize('before', ['an old dataset', 'no folder'])
+def test_full_disk_is_one_line_and_changes_nothing(tmp_path, monkeypatch, which, before):
+    out = tmp_path / 'data' / 'out'
+    corpus = write(tmp_path / 'c.txt', TEXT * 200)
+    if before == 'an old dataset':
+        P.main([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'])
+    old = files(out) if out.exists() else None
+    fill_disk(monkeypatch, (lambda n: n.endswith('.bin')) if which == 'shard' else (lambda n: 'meta.json' in n))
+    with pytest.raises(P.UsageError) as e:
+        P.main([f'--input={corpus}', f'--out_dir={out}'])
+    message = str(e.value)
+    assert '\n' not in message and 'no space left on device' in message.lower(), message
+    assert (which == 'shard' and '_g' in message and '.bin' in message) or 'meta.json' in message, message
+    if old is None:  # the folder this run made is gone again, and its parent
+        assert not (tmp_path / 'data').exists()
+    else:
+        assert files(out) == old
+
+
+def run_killed_at(step, args):
+    """prepare.main(args) in a forked child that dies (os._exit, as kill -9: no except, no finally) just
+    before its step-th file operation; its exit code, 137 if it was killed."""
+    import builtins
+    pid = os.fork()
+    if pid == 0:
+        n = [0]
+
+        def counted(fn):
+            def call(*a, **kw):
+                n[0] += 1
+                if n[0] == step:
+                    os._exit(137)
+                return fn(*a, **kw)
+            return call
+        for name in ('replace', 'remove', 'fsync', 'rmdir', 'open'):
+            setattr(os, name, counted(getattr(os, name)))
+        builtins.open = counted(builtins.open)
+        try:
+            P.main(args)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork')
+def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypatch):
+    """Killed before each file operation of a rerun in turn, the folder reads as exactly the old dataset
+    or exactly the new one; the next run then leaves only the new one."""
+    monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
+    corpus = write(tmp_path / 'c.txt', TEXT * 20)
+    old_args = [f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700']
+    new_args = [f'--input={corpus}', '--shard_tokens=400', '--workers=1']
+    pristine = tmp_path / 'pristine'
+    P.main([*old_args, f'--out_dir={pristine}'])
+    P.main([*new_args, f'--out_dir={tmp_path / "ref"}'])
+    old, new = dataset(pristine), dataset(tmp_path / 'ref')
+    assert old != new and len(P.find_shards(str(pristine), 'train')) > 1
+    seen = set()
+    for step in range(1, 200):
+        out = tmp_path / f'out{step}'
+        shutil.copytree(pristine, out)
+        code = run_killed_at(step, [*new_args, f'--out_dir={out}'])
+        assert code in (0, 137), code
+        got = dataset(out)
+        assert got in (old, new), (step, got)
+        seen.add('old' if got == old else 'new')
+        P.main([*new_args, f'--out_dir={out}'])  # the next run cleans up whatever the killed one left
+        assert dataset(out) == new
+        meta = P.read_meta(str(out))
+        assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
+        shutil.rmtree(out)
+        if code == 0:
+            break
+    assert code == 0 and step > 10 and seen == {'old', 'new'}, (code, step, seen)
+
+
+def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypatch):
+    """An OSError (a full disk) at each file operation in turn: a one-line error and the old folder
+    byte for byte, or (after the commit) the new dataset."""
+    monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
+    corpus = write(tmp_path / 'c.txt', TEXT * 20)
+    out = tmp_path / 'out'
+    P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
+    old, old_files = dataset(out), files(out)
+    new_args = [f'--input={corpus}', '--shard_tokens=400', f'--out_dir={out}']
+    for step in range(1, 200):
+        n = [0]
+
+        def counted(fn):
+            def call(*args, **kwargs):
+                n[0] += 1
+                if n[0] == step:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                return fn(*args, **kwargs)
+            return call
+        with monkeypatch.context() as m:
+            for name in ('replace', 'remove', 'fsync', 'rmdir'):
+                m.setattr(os, name, counted(getattr(os, name)))
+            m.setattr(P, '_ShardWriter', type('W', (P._ShardWriter,), {'close': counted(P._ShardWriter.close)}))
+            try:
+                P.main(new_args)
+                failed = None
+            except P.UsageError as e:
+                failed = str(e)
+        if failed:
+            assert '\n' not in failed and files(out) == old_files, (step, failed)
+        else:
+            assert dataset(out) not in (old, None) and not isinstance(dataset(out), str)
+            if n[0] < step:  # no fault was injected: done
+                break
+            P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
+            assert dataset(out) == old  # back to the old dataset for the next step
+            old_files = files(out)
+    assert step > 5
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='Linux /proc')
+@pytest.mark.parametrize('out_dir', ['/proc/self', '/sys'])
+def test_out_dir_that_cannot_be_written(tmp_path, out_dir):
+    if not os.path.isdir(out_dir) or os.access(out_dir, os.W_OK) and out_dir == '/sys' and os.getuid():
+        pytest.skip(f'no {out_dir}')
+    r = run_cli([f"--input={write(tmp_path / 'c.txt', TEXT * 10)}", f'--out_dir={out_dir}'], cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ''
+    assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and out_dir in r.stderr, r.stderr

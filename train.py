@@ -20,10 +20,13 @@ batch fetched while the forward pass runs. What it adds to make comparisons fair
 - out_dir/log.jsonl with tokens, train_s and MFU from each model's own FLOP count.
 """
 import dataclasses
+import datetime
+import errno
 import json
 import math
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -82,6 +85,7 @@ class TrainConfig(GPTConfig):
     dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
     compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
     peak_flops: float = 0.0            # for MFU; 0 = the GPU's bf16 peak by name (PEAK_TFLOPS), none on CPU
+    ddp_timeout_s: float = 1800.0      # DDP: a process that waits this long on the others stops the run with a message
     seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
 
     def __post_init__(self):
@@ -104,6 +108,8 @@ class TrainConfig(GPTConfig):
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not 0 < self.ddp_timeout_s < math.inf:
+            raise ValueError(f"ddp_timeout_s must be a positive number of seconds, got {self.ddp_timeout_s}")
         if self.min_lr > self.learning_rate:
             raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
         for name in ('beta1', 'beta2'):
@@ -199,6 +205,25 @@ def load_checkpoint(path, device='cpu'):
     return ckpt
 
 
+def tokenizer_of(meta):
+    """What a resumed run must keep: the data's tokenizer as meta.json describes it (None, raw llm.c
+    shards: GPT-2 BPE), less the ranks file's path (its sha256 says what it holds)."""
+    tok = {'kind': 'tiktoken', 'name': 'gpt2'} if meta is None else meta.get('tokenizer')
+    return {k: v for k, v in tok.items() if k != 'ranks_file'} if isinstance(tok, dict) else tok
+
+
+def describe_tokenizer(meta):
+    """'char (65 characters)', 'tiktoken gpt2', 'raw shards (GPT-2 BPE)': a tokenizer in a few words."""
+    tok = tokenizer_of(meta)
+    if meta is None:
+        return "raw shards (GPT-2 BPE)"
+    if not isinstance(tok, dict):
+        return repr(tok)
+    if tok.get('kind') == 'char':
+        return f"char ({len(tok.get('chars', ''))} characters)"
+    return ' '.join(str(tok[k]) for k in ('kind', 'name', 'ranks_sha256') if k in tok)
+
+
 def config_from_dict(d):
     """A GPTConfig from a dict (model_args, config.json): missing fields take today's defaults,
     fields GPTConfig no longer has are dropped."""
@@ -249,7 +274,7 @@ class Batches:
     def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
         self.shards = [load_shard(p) for p in paths]
         self.block_size, self.batch_size, self.seed, self.device = block_size, batch_size, seed, device
-        self.paths, self.check_vocab = paths, check_vocab  # raw shards: no meta.json vouches for their ids
+        self.paths, self.check_vocab = paths, check_vocab  # ids >= the model's vocab_size: an IndexError
         self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
         self.ends = np.cumsum(self.starts)
         if self.ends[-1] == 0:
@@ -265,8 +290,11 @@ class Batches:
         xy = np.stack([self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]).astype(np.int64)
         if self.check_vocab and xy.max() >= self.check_vocab:  # cheap: one small batch
             bad = next(s for s, i in zip(shard, start) if self.shards[s][i:i + T + 1].max() >= self.check_vocab)
+            meta = os.path.join(os.path.dirname(self.paths[bad]), 'meta.json')
+            fix = (f"{meta} does not match its shards: rerun prepare.py" if os.path.exists(meta) else
+                   "pass a larger --vocab_size (GPT-2 shards: 50304)")
             raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= vocab_size={self.check_vocab}; "
-                             f"pass a larger --vocab_size (GPT-2 shards: 50304)")
+                             f"{fix}")
         xy = torch.from_numpy(xy)  # (B, T + 1)
         x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets
         if self.device.startswith('cuda'):  # pinned memory: the copy overlaps with compute
@@ -276,14 +304,25 @@ class Batches:
 
 
 def read_jsonl(path):
-    """The rows of a log.jsonl; a last line cut short by a killed run is skipped."""
+    """The rows of a log.jsonl: JSON objects with an integer 'iter'. A last line cut short by a killed
+    run is skipped; any other line that is not such a row is a UsageError naming it (nothing is dropped)."""
+    try:
+        with open(path, 'rb') as f:
+            lines = f.read().splitlines(keepends=True)
+    except OSError as e:
+        raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
     rows = []
-    with open(path) as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line.decode('utf-8'))
+        except ValueError:  # also UnicodeDecodeError
+            row = None
+        if isinstance(row, dict) and type(row.get('iter')) is int:
+            rows.append(row)
+        elif line.strip() and (n < len(lines) or line.endswith(b'\n')):  # a blank line is no row either
+            what = repr(line[:40].decode('utf-8', 'replace')) + ('...' if len(line) > 40 else '')
+            raise UsageError(f"{path} line {n} is not a log row (a JSON object with an integer 'iter'): {what}; "
+                             f"delete that line, or the file, and rerun")
     return rows
 
 
@@ -338,30 +377,164 @@ def prepare_command(data_dir):
 
 
 RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
+TEMP_FILE = re.compile(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.tmp(\d+)(?:\.tmp\d+)?')  # name.tmp<pid>
 
 
-def keep_previous_run(out_dir):
-    """
-    A scratch run in an out_dir that holds a checkpoint moves the previous run's files to
-    out_dir/prev/ first (one generation: an older prev/ is replaced), so rerunning a config never
-    destroys a trained model; --init_from=resume continues the run instead. Says so in one line.
-    """
-    if not os.path.isfile(os.path.join(out_dir, 'ckpt.pt')):
-        return
-    prev = os.path.join(out_dir, 'prev')
+def disk_full(e):
+    """Whether an exception comes from a full disk (or quota), also through the RuntimeError torch.save
+    raises for it ('unexpected pos'), whose context is the OSError."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def pid_running(pid):
+    """Whether a process with this id exists (a temp file named after it may still be written)."""
     try:
-        os.makedirs(prev, exist_ok=True)
-        for name in RUN_FILES:
-            if os.path.exists(os.path.join(prev, name)):
-                os.remove(os.path.join(prev, name))
-        for name in RUN_FILES:
-            if os.path.exists(os.path.join(out_dir, name)):
-                os.replace(os.path.join(out_dir, name), os.path.join(prev, name))
-    except OSError as e:
-        raise UsageError(f"cannot keep the previous run of {out_dir!r} in {prev!r} ({e.strerror}); "
-                         f"move it yourself or use another out_dir") from None
-    print(f"note: {out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is kept in "
-          f"{prev}/; --init_from=resume continues a run instead of starting over")
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class RunFiles:
+    """
+    What a run writes in out_dir (the master process only): ckpt.pt, log.jsonl, config.json.
+    - Nothing in out_dir changes before open(), which the run calls once everything is checked.
+    - A scratch run in an out_dir that holds a previous run writes its log under a temp name; at its
+      first checkpoint the previous run's three files move to out_dir/prev/ (one generation: an older
+      prev/ is replaced) and this run's take their place. A run that fails before its first checkpoint
+      leaves out_dir as it was; rerunning a config never destroys a trained model.
+    - config.json is written with the run's first checkpoint, so it describes ckpt.pt.
+    - A failed write (a full disk) is one line naming the path; the last good checkpoint stays.
+    """
+
+    def __init__(self, cfg):
+        self.cfg, self.out_dir = cfg, cfg.out_dir
+        self.ckpt_path, self.log_path, self.config_path = (os.path.join(cfg.out_dir, n) for n in RUN_FILES)
+        self.prev = os.path.join(cfg.out_dir, 'prev')
+        self.log, self.log_name, self.pending, self.config_written = None, self.log_path, False, False
+
+    def open(self, start_iter):
+        """Create out_dir, remove the temp files of killed runs, and open the log (on resume: its rows
+        before the checkpoint)."""
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"out_dir {self.out_dir!r} cannot be created ({e.strerror}); "
+                             f"pass --out_dir=a/new/folder") from None
+        rows = []
+        if self.cfg.init_from == 'resume' and os.path.exists(self.log_path):
+            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
+            rows = [r for r in read_jsonl(self.log_path)
+                    if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
+        for name in os.listdir(self.out_dir):  # ckpt.pt.tmp<pid> of a run killed with -9
+            m = TEMP_FILE.fullmatch(name)
+            if m and not pid_running(int(m.group(1))):
+                try:
+                    os.remove(os.path.join(self.out_dir, name))
+                except OSError:  # another run removed it first, or it is not ours to remove
+                    pass
+        if self.cfg.init_from == 'scratch' and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
+            self.pending, self.log_name = True, f"{self.log_path}.tmp{os.getpid()}"
+            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run saves its first "
+                  f"checkpoint, then moves to {self.prev}/")
+        try:
+            self.write(self.log_name, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
+            self.log = open(self.log_name, 'a')
+        except OSError as e:
+            self.close()
+            raise UsageError(self.failed(self.log_name, e)) from None
+        except UsageError:
+            self.close()
+            raise
+
+    def write_row(self, row):
+        try:
+            self.log.write(json.dumps(row) + '\n')
+            self.log.flush()  # readable while the run goes on (bench.py --plot, tail -f)
+        except OSError as e:
+            raise UsageError(self.failed(self.log_name, e)) from None
+
+    def save(self, ckpt):
+        """The checkpoint, atomically; the first one of a run over a previous run moves that one to prev/."""
+        if not self.pending:
+            self.write(self.ckpt_path, lambda f: torch.save(ckpt, f))
+        else:
+            staged = f"{self.ckpt_path}.tmp{os.getpid()}"
+            self.write(staged, lambda f: torch.save(ckpt, f))
+            try:
+                os.makedirs(self.prev, exist_ok=True)
+                for name in RUN_FILES:  # prev/ holds one run, never a mix of two
+                    if os.path.exists(os.path.join(self.prev, name)):
+                        os.remove(os.path.join(self.prev, name))
+                for name in RUN_FILES:
+                    if os.path.exists(os.path.join(self.out_dir, name)):
+                        os.replace(os.path.join(self.out_dir, name), os.path.join(self.prev, name))
+                os.replace(staged, self.ckpt_path)
+                os.replace(self.log_name, self.log_path)  # the open log keeps appending: same file
+            except OSError as e:
+                raise UsageError(f"cannot move the previous run of {self.out_dir!r} to {self.prev!r} "
+                                 f"({e.strerror}); move it yourself, or use another out_dir") from None
+            self.pending, self.log_name = False, self.log_path
+            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
+                  f"kept in {self.prev}/; --init_from=resume continues a run instead of starting over")
+        if not self.config_written:
+            self.write(self.config_path,
+                       lambda f: f.write(json.dumps(dataclasses.asdict(self.cfg), indent=1).encode()))
+            self.config_written = True
+
+    def close(self):
+        """Close the log; a run that never saved over a previous run removes its temp files."""
+        if self.log is not None:
+            try:
+                self.log.close()
+            except OSError:  # the disk is still full: what the log holds is what it holds
+                pass
+        if self.pending:
+            for path in (self.log_name, f"{self.ckpt_path}.tmp{os.getpid()}"):
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def write(self, path, write):
+        """atomic_write, with a full disk called by its name (torch.save says 'unexpected pos')."""
+        try:
+            atomic_write(path, write)
+        except UsageError as e:
+            if not disk_full(e):
+                raise
+            raise UsageError(self.failed(path, e)) from None
+
+    def failed(self, path, e):
+        """The one line for a write that failed."""
+        full = disk_full(e)
+        why = "no space left on device" if full else (e.strerror or str(e))
+        if self.pending:
+            kept = f"the previous run in {self.out_dir} is kept as it was" + ("; free some space and rerun" * full)
+        elif os.path.exists(self.ckpt_path):
+            kept = f"{self.ckpt_path} is kept as it was" + ("; free some space and resume with --init_from=resume"
+                                                             * full)
+        else:
+            kept = "no checkpoint was saved"
+        path = re.sub(r'(\.tmp\d+)+$', '', path)  # the file it is to become (a temp one until the first save)
+        return f"could not write {path!r}: {why}; {kept}"
+
+
+def non_finite_advice(cfg):
+    """What to try after a nan/inf loss, leaving out what the run already does."""
+    tips = ["a lower learning_rate"]
+    if cfg.warmup_iters == 0 and cfg.decay_lr:
+        tips.append("warmup_iters > 0")
+    if cfg.grad_clip == 0 or cfg.grad_clip > 1.0:
+        tips.append("grad_clip=1.0")
+    if cfg.dtype == 'float16':  # float16 overflows where bfloat16 (or float32) does not
+        bf16 = not cfg.device.startswith('cuda') or torch.cuda.is_bf16_supported()
+        tips.append("dtype=bfloat16" if bf16 else "dtype=float32")
+    return ', '.join(tips[:-1]) + (' or ' if len(tips) > 1 else '') + tips[-1]
 
 
 class NonFiniteLoss(UsageError):
@@ -526,17 +699,36 @@ def main(argv):
         if saved_opt != cfg.optimizer:  # optimizer state of one does not load into the other
             raise UsageError(f"{ckpt_path} was trained with optimizer={saved_opt!r}, asked {cfg.optimizer!r}; "
                              f"resume with --optimizer={saved_opt} or start a new out_dir")
+        # token ids mean what the checkpoint's tokenizer says (it is stored in the checkpoint for sample.py)
+        if 'meta' in ckpt and tokenizer_of(meta) != tokenizer_of(ckpt['meta']):
+            raise UsageError(f"{cfg.data_dir} is tokenized with {describe_tokenizer(meta)} but {ckpt_path} was "
+                             f"trained with {describe_tokenizer(ckpt['meta'])}; resume on data prepared with the "
+                             f"checkpoint's tokenizer, or train this data in a new out_dir")
 
-    if ddp:
-        dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
+    if ddp:  # a process that waits ddp_timeout_s on the others (one stopped or hangs) raises, not hangs
+        dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo',
+                                timeout=datetime.timedelta(seconds=cfg.ddp_timeout_s))
         if device_type == 'cuda':
             torch.cuda.set_device(device)
     try:
         return train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum,
                      ddp=ddp, rank=rank, world=world, master=master)
+    except RuntimeError as e:
+        if not (ddp and lost_contact(e)):
+            raise
+        kept = f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else "no checkpoint was saved"
+        raise UsageError(f"rank {rank} of {world}: the other processes did not answer within ddp_timeout_s="
+                         f"{cfg.ddp_timeout_s:g}s or went away (one stopped, crashed or hangs: see its output); "
+                         f"{kept}; {str(e).strip().splitlines()[0][:200]}") from None
     finally:
         if ddp:
             dist.destroy_process_group()
+
+
+def lost_contact(e):
+    """Whether a RuntimeError is a collective that timed out or lost a peer (gloo says so in its message)."""
+    return isinstance(e, dist.DistError) or any(s in str(e) for s in (
+        'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))
 
 
 def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum, *, ddp, rank, world, master):
@@ -550,20 +742,12 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             f"a multiple of {world} processes)")
         print(f"tokens per iteration: {tokens_per_iter:,} = {world} process(es) x {accum} micro-step(s) "
               f"x batch_size {cfg.batch_size} x block_size {cfg.block_size}{rounded}")
-        try:
-            os.makedirs(cfg.out_dir, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"out_dir {cfg.out_dir!r} cannot be created ({e.strerror}); pass --out_dir=a/new/folder") from None
-        if cfg.init_from == 'scratch':
-            keep_previous_run(cfg.out_dir)
-        atomic_write(os.path.join(cfg.out_dir, 'config.json'),
-                     lambda f: f.write(json.dumps(dataclasses.asdict(cfg), indent=1).encode()))
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
     ctx = autocast_context(device_type, cfg.dtype)
     batches = {split: Batches(paths, block_size=cfg.block_size, batch_size=cfg.batch_size,
-                              seed=cfg.seed, device=device, check_vocab=0 if meta else cfg.vocab_size)
+                              seed=cfg.seed, device=device, check_vocab=cfg.vocab_size)
                for split, paths in (('train', train_paths), ('val', val_paths))}
 
     # model, optimizer and loss scaler, fresh or from the checkpoint
@@ -607,7 +791,8 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
     if ddp:
         train_model = DDP(model, device_ids=[torch.device(device).index] if device_type == 'cuda' else None)
     # stop decisions (signal, clock) must agree across processes: a CPU all-reduce, no GPU sync
-    ctrl_group = dist.new_group(backend='gloo') if ddp and device_type == 'cuda' else None
+    ctrl_group = (dist.new_group(backend='gloo', timeout=datetime.timedelta(seconds=cfg.ddp_timeout_s))
+                  if ddp and device_type == 'cuda' else None)
 
     def all_reduce(t, op=dist.ReduceOp.SUM):
         if ddp:
@@ -635,7 +820,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             at = bad if bad < BIG else iter_num
             kept = f"; {ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else ""
             raise NonFiniteLoss(f"loss is not finite at iter {at}: stopped without saving{kept}; "
-                                f"try a lower learning_rate, grad_clip=1.0 or dtype=bfloat16")
+                                f"try {non_finite_advice(cfg)}")
 
     @torch.no_grad()
     def estimate_loss():
@@ -680,24 +865,12 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                 'scaler': scaler.state_dict(), 'iter_num': iter_num, 'tokens_seen': tokens_seen,
                 'best_val_loss': best_val_loss, 'train_s': train_s, 'elapsed_s': elapsed_s, 'rng': states,
                 'evaluated': evaluated_at == iter_num}  # False: resuming runs the eval at iter_num first
-        atomic_write(ckpt_path, lambda f: torch.save(ckpt, f))
+        files.save(ckpt)
         print(f"saved {ckpt_path} at iter {iter_num}")
 
-    # log.jsonl: one JSON object per line; on resume keep only the rows before the checkpoint
-    log_path = os.path.join(cfg.out_dir, 'log.jsonl')
-    start_iter, log = iter_num, None
-    if master:
-        rows = []
-        if cfg.init_from == 'resume' and os.path.exists(log_path):
-            rows = read_jsonl(log_path)
-            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
-            rows = [r for r in rows if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
-        atomic_write(log_path, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
-        log = open(log_path, 'a')
-
-    def write_row(row):
-        log.write(json.dumps(row) + '\n')
-        log.flush()  # readable while the run goes on (bench.py --plot, tail -f)
+    # out_dir's ckpt.pt, log.jsonl (one JSON object per line) and config.json: opened once all is checked
+    files, start_iter = RunFiles(cfg), iter_num
+    write_row = files.write_row
 
     @torch.no_grad()
     def evaluate():
@@ -745,6 +918,9 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                                        iter_num=iter_num, train_s=train_s0, device_type=device_type)
         if master and note:
             print(note, flush=True)
+    batches['val'].get(1, 0)  # the first eval batch: its token ids are checked too before out_dir changes
+    if master:
+        files.open(start_iter)
     stop_signals.install()
     t_start, pause_s = time.time(), 0.0  # pause_s: seconds in evals and checkpoints
     try:
@@ -834,8 +1010,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
             save_checkpoint()
     finally:
         stop_signals.restore()
-        if log is not None:
-            log.close()
+        files.close()
 
     summary.update(iter_num=iter_num, tokens=tokens_seen, flops=tokens_seen * flops_per_token, best_val_loss=best_val_loss, train_s=train_s,
                    elapsed_s=elapsed_s0 + time.time() - t_start, stop=stop, ckpt_path=ckpt_path,
