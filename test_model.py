@@ -534,3 +534,27 @@ def test_muon_state_resumes_exactly():
     assert any(not torch.equal(a[k], first.state_dict()[k]) for k in a)  # the steps did move it
     with pytest.raises(ValueError, match='saved by another optimizer'):
         opt2.load_state_dict(straight.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu').state_dict())
+
+
+def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
+    """Decoding makes a new attention shape every token; cuDNN's SDPA builds a plan per shape (~50 ms
+    on an H100: 18 tokens/s at GPT-2 124M). generate must run without it; a training forward keeps
+    torch's default choice of backends."""
+    import model as model_module
+    seen = []
+    real = model_module.causal_attention
+
+    def spy(*args, **kw):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(model_module, 'causal_attention', spy)
+    m = GPT(tiny()).eval()
+    idx = torch.zeros(1, 3, dtype=torch.long)
+    for use_cache in (True, False):
+        seen.clear()
+        m.generate(idx, 4, temperature=0, use_cache=use_cache)
+        assert seen and not any(seen)
+    seen.clear()
+    m(idx, idx)
+    assert seen and all(seen)
