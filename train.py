@@ -711,8 +711,11 @@ def main(argv):
         if device_type == 'cuda':
             torch.cuda.set_device(device)
     try:
-        return train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum,
-                     ddp=ddp, rank=rank, world=world, master=master)
+        summary = train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum,
+                        ddp=ddp, rank=rank, world=world, master=master)
+        if ddp:  # no rank tears down its group while another is still inside a collective (gloo aborts)
+            dist.barrier()
+        return summary
     except RuntimeError as e:
         if not (ddp and lost_contact(e)):
             raise
