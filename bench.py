@@ -696,21 +696,22 @@ def report(bench, results_path, png):
     return rows
 
 
-def config_paths(bench):
-    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config."""
+def config_paths(names):
+    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config.
+    Shared by bench.py and probe.py."""
     here = os.path.dirname(os.path.abspath(__file__))
     shipped = sorted(glob.glob(os.path.join(here, 'configs', '*.py')))
-    names = [os.path.basename(p)[:-3] for p in shipped]
+    known = [os.path.basename(p)[:-3] for p in shipped]
     paths = []
-    for c in bench.configs:
+    for c in names:
         if c.endswith('.py'):
             if not os.path.isfile(c):
                 raise UsageError(f"config {c!r} not found")
             paths.append(c)
-        elif c in names:
-            paths.append(os.path.relpath(shipped[names.index(c)]))
+        elif c in known:
+            paths.append(os.path.relpath(shipped[known.index(c)]))
         else:
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(names)} or pass a .py path")
+            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py path")
     paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
     if not paths:
         raise UsageError("no configs: pass config files or run from the repository root")
@@ -759,7 +760,7 @@ def main(argv):
     else:
         bench.configs = bench.configs + positional
     if bench.sweep or bench.scaling or bench.report:
-        return quality(bench, config_paths(bench), given={a[2:].partition('=')[0] for a in flags})
+        return quality(bench, config_paths(bench.configs), given={a[2:].partition('=')[0] for a in flags})
     if bench.plot:
         rows = [run_summary(d) for d in run_dirs]
         png = bench.png or 'runs.png'
@@ -770,7 +771,7 @@ def main(argv):
         if plot_runs(run_dirs, png):
             print(f"plot: {png}", file=sys.stderr)
         return rows
-    rows, shape = speed(bench, config_paths(bench))
+    rows, shape = speed(bench, config_paths(bench.configs))
     if bench.json:
         print(json.dumps({'setup': shape, 'rows': rows}, indent=1))
     else:

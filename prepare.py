@@ -519,6 +519,7 @@ class _ShardWriter:
 
     def __init__(self, out_dir, split, run, dtype, limit):
         self.out_dir, self.split, self.run, self.dtype, self.limit = out_dir, split, run, np.dtype(dtype), limit
+        self.version = 1 if self.dtype == np.uint16 else 2  # the header's: uint16 or uint32 tokens
         self.paths, self.done = [], []  # every file opened; the names of the complete ones
         self.tokens, self.max_id, self.f, self.n = 0, -1, None, 0
 
@@ -531,7 +532,7 @@ class _ShardWriter:
                     name = f"{self.split}_g{self.run}_{len(self.done):06d}.bin"
                     self.paths.append(os.path.join(self.out_dir, name))
                     self.f = open(self.paths[-1], 'wb')
-                    self.f.write(_header(0, 1 if self.dtype == np.uint16 else 2))
+                    self.f.write(_header(0, self.version))
                 take = ids[:self.limit - self.n]
                 self.f.write(take.astype(self.dtype, copy=False).tobytes())
                 self.n, ids = self.n + len(take), ids[len(take):]
@@ -544,7 +545,7 @@ class _ShardWriter:
         if self.f is not None:
             try:
                 self.f.seek(0)
-                self.f.write(_header(self.n, 1 if self.dtype == np.uint16 else 2))
+                self.f.write(_header(self.n, self.version))
                 self.f.flush()
                 os.fsync(self.f.fileno())  # the data is on disk before meta.json names it
                 self.f.close()

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench import append_record, read_results  # one results-file format for sweeps and the probe
+from bench import append_record, config_paths, read_results  # shared with the sweeps
 from configurator import UsageError, atomic_write, parse_config, run_main
 
 FILLER = 0  # the pad token between queries; never a key or a value
@@ -146,24 +146,6 @@ def accuracy(logits, targets):
 
 # -----------------------------------------------------------------------------
 # one run: a config file's block at the probe's shape, trained as train.py trains
-
-def config_paths(names):
-    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    shipped = sorted(p for p in os.listdir(os.path.join(here, 'configs')) if p.endswith('.py'))
-    known = [p[:-3] for p in shipped]
-    paths = []
-    for c in names:
-        if c.endswith('.py'):
-            if not os.path.isfile(c):
-                raise UsageError(f"config {c!r} not found")
-            paths.append(c)
-        elif c in known:
-            paths.append(os.path.join(here, 'configs', c + '.py'))
-        else:
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py path")
-    return paths or [os.path.join(here, 'configs', p) for p in shipped if p != 'quick.py']
-
 
 def train_config(path, probe, *, width, T, lr):
     """train.TrainConfig of config file `path` with the probe's shape, data and schedule; the block

@@ -17,16 +17,7 @@ import configurator
 import sample
 import train
 from configurator import UsageError, parse_config
-from test_train import HERE, TINY, write_corpus
-
-
-@pytest.fixture(scope='module')
-def data_dir(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp('data'))
-
-
-def run(data_dir, out_dir, *extra):
-    return train.main([*TINY, f'--data_dir={data_dir}', f'--out_dir={out_dir}', *extra])
+from test_train import HERE, TINY, data_dir, run, write_corpus  # noqa: F401 (data_dir: the fixture)
 
 
 def snapshot(folder):

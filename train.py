@@ -417,6 +417,7 @@ class RunFiles:
         self.cfg, self.out_dir = cfg, cfg.out_dir
         self.ckpt_path, self.log_path, self.config_path = (os.path.join(cfg.out_dir, n) for n in RUN_FILES)
         self.prev = os.path.join(cfg.out_dir, 'prev')
+        self.staged = f"{self.ckpt_path}.tmp{os.getpid()}"  # the first checkpoint over a previous run
         self.log, self.log_name, self.pending, self.config_written = None, self.log_path, False, False
 
     def open(self, start_iter):
@@ -465,8 +466,7 @@ class RunFiles:
         if not self.pending:
             self.write(self.ckpt_path, lambda f: torch.save(ckpt, f))
         else:
-            staged = f"{self.ckpt_path}.tmp{os.getpid()}"
-            self.write(staged, lambda f: torch.save(ckpt, f))
+            self.write(self.staged, lambda f: torch.save(ckpt, f))
             try:
                 os.makedirs(self.prev, exist_ok=True)
                 for name in RUN_FILES:  # prev/ holds one run, never a mix of two
@@ -475,7 +475,7 @@ class RunFiles:
                 for name in RUN_FILES:
                     if os.path.exists(os.path.join(self.out_dir, name)):
                         os.replace(os.path.join(self.out_dir, name), os.path.join(self.prev, name))
-                os.replace(staged, self.ckpt_path)
+                os.replace(self.staged, self.ckpt_path)
                 os.replace(self.log_name, self.log_path)  # the open log keeps appending: same file
             except OSError as e:
                 raise UsageError(f"cannot move the previous run of {self.out_dir!r} to {self.prev!r} "
@@ -496,7 +496,7 @@ class RunFiles:
             except OSError:  # the disk is still full: what the log holds is what it holds
                 pass
         if self.pending:
-            for path in (self.log_name, f"{self.ckpt_path}.tmp{os.getpid()}"):
+            for path in (self.log_name, self.staged):
                 if os.path.exists(path):
                     os.remove(path)
 
