@@ -788,7 +788,7 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
     flops_per_token = raw_model.flops_per_token()  # training FLOPs at block_size: the max_flops budget's unit
     if master:
         print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, "
-              f"{raw_model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
+              f"{flops_per_token / 1e6:.1f} MFLOPs per token (training)")
     model = torch.compile(raw_model) if cfg.compile else raw_model  # eval runs this one
     train_model = model
     if ddp:
