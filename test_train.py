@@ -214,6 +214,30 @@ def test_two_ddp_processes_equal_one_with_twice_the_accumulation(data_dir, tmp_p
     assert len(train.load_checkpoint(str(tmp_path / 'ddp' / 'ckpt.pt'))['rng']) == 2
 
 
+@pytest.mark.skipif(not os.path.isdir('/proc/self/task'), reason='lists the threads of a rank from /proc')
+def test_ddp_ranks_leave_no_process_group_threads_behind(data_dir, tmp_path):
+    # gloo's threads still running when the interpreter exits abort a finished rank now and then
+    # (SIGABRT, "terminate called without an active exception"): destroy_process_group must end them
+    rank = tmp_path / 'rank.py'
+    rank.write_text(f"""import glob, sys, time
+sys.path.insert(0, {HERE!r})
+import train
+train.main(sys.argv[1:])
+def gloo():
+    return [n for p in glob.glob('/proc/self/task/*/comm') if 'gloo' in (n := open(p).read())]
+deadline = time.time() + 10  # a thread may take a moment to end once told to
+while gloo() and time.time() < deadline:
+    time.sleep(0.05)
+sys.exit(f'threads left 10 s after main: {{gloo()}}' if gloo() else 0)
+""")
+    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           str(rank), *TINY, f'--data_dir={data_dir}', '--max_iters=2', f'--out_dir={tmp_path / "out"}'],
+                          cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and 'threads left' not in proc.stderr, proc.stderr[-3000:]
+    assert train.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))['iter_num'] == 2
+
+
 def test_accumulation_is_rounded_up_to_a_multiple_of_the_processes():
     assert [train.micro_steps(a, n) for a, n in [(40, 8), (1, 8), (3, 2), (4, 2), (5, 1)]] == [5, 1, 2, 2, 5]
 

@@ -706,6 +706,11 @@ def main(argv):
                              f"checkpoint's tokenizer, or train this data in a new out_dir")
 
     if ddp:  # a process that waits ddp_timeout_s on the others (one stopped or hangs) raises, not hangs
+        # Imported first, before the group exists: this module binds `group=group.WORLD` as default arguments
+        # when first imported, and DDP imports it (through torch._dynamo). Imported later, it would keep the
+        # group alive past destroy_process_group, its gloo threads would die with the interpreter, and that
+        # aborts a finished rank now and then ("terminate called without an active exception").
+        import torch.distributed.nn.functional as _  # noqa: F401  (binds `_`, not `torch`, in main)
         dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo',
                                 timeout=datetime.timedelta(seconds=cfg.ddp_timeout_s))
         if device_type == 'cuda':
