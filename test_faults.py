@@ -17,7 +17,7 @@ import configurator
 import sample
 import train
 from configurator import UsageError, parse_config
-from test_train import HERE, TINY, data_dir, run, write_corpus  # noqa: F401 (data_dir: the fixture)
+from test_train import HERE, TINY, data_dir, run, torchrun, write_corpus  # noqa: F401 (data_dir: the fixture)
 
 
 def snapshot(folder):
@@ -289,12 +289,9 @@ run_main(train.main)
 def test_a_stuck_ddp_process_ends_the_run_after_ddp_timeout_s(data_dir, tmp_path):
     script = tmp_path / 'hang.py'
     script.write_text(HANG.format(here=HERE))
-    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
     t0 = time.time()
-    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                           str(script), *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "out"}',
-                           '--max_iters=20', '--ddp_timeout_s=2'],
-                          cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    proc = torchrun(script, *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "out"}', '--max_iters=20',
+                    '--ddp_timeout_s=2')
     assert proc.returncode != 0
     assert re.search(r"^error: rank 0 of 2: the other processes did not answer within ddp_timeout_s=2s or went "
                      r"away \(one stopped, crashed or hangs: see its output\); no checkpoint was saved; .*$",

@@ -75,6 +75,13 @@ def cli(*args, **kw):
                           capture_output=True, text=True, timeout=120, **kw)
 
 
+def torchrun(script, *args):
+    """`torchrun --standalone --nproc_per_node=2 script args` on the CPU (gloo), one thread per process."""
+    return subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           str(script), *args], cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'},
+                          capture_output=True, text=True, timeout=120)
+
+
 # -----------------------------------------------------------------------------
 # configs/
 
@@ -197,10 +204,7 @@ def test_resume_equals_straight_through_bitwise(data_dir, tmp_path):
 
 def test_two_ddp_processes_equal_one_with_twice_the_accumulation(data_dir, tmp_path):
     args = [*TINY, f'--data_dir={data_dir}', '--gradient_accumulation_steps=2', '--max_iters=5']
-    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
-    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                           os.path.join(HERE, 'train.py'), *args, f'--out_dir={tmp_path / "ddp"}'],
-                          cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    proc = torchrun(os.path.join(HERE, 'train.py'), *args, f'--out_dir={tmp_path / "ddp"}')
     assert proc.returncode == 0, proc.stderr[-3000:]
     train.main([*args, f'--out_dir={tmp_path / "one"}'])
     ddp_steps, ddp_evals = read_log(tmp_path / 'ddp')
@@ -230,10 +234,7 @@ while gloo() and time.time() < deadline:
     time.sleep(0.05)
 sys.exit(f'threads left 10 s after main: {{gloo()}}' if gloo() else 0)
 """)
-    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                           str(rank), *TINY, f'--data_dir={data_dir}', '--max_iters=2', f'--out_dir={tmp_path / "out"}'],
-                          cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'}, capture_output=True, text=True,
-                          timeout=120)
+    proc = torchrun(rank, *TINY, f'--data_dir={data_dir}', '--max_iters=2', f'--out_dir={tmp_path / "out"}')
     assert proc.returncode == 0 and 'threads left' not in proc.stderr, proc.stderr[-3000:]
     assert train.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))['iter_num'] == 2
 
@@ -245,12 +246,10 @@ def test_accumulation_is_rounded_up_to_a_multiple_of_the_processes():
 def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accumulation(data_dir, tmp_path):
     # configs/gpt.py as written has gradient_accumulation_steps = 1: two processes make it 2 micro-steps
     out = tmp_path / 'out'
-    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
-    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                           os.path.join(HERE, 'train.py'), os.path.join(HERE, 'configs', 'gpt.py'),
-                           '--device=cpu', '--n_layer=1', '--block_size=16', '--batch_size=2', '--max_iters=3',
-                           '--eval_iters=2', '--eval_interval=2', '--log_interval=1', f'--data_dir={data_dir}',
-                           f'--out_dir={out}'], cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
+    proc = torchrun(os.path.join(HERE, 'train.py'), os.path.join(HERE, 'configs', 'gpt.py'),
+                    '--device=cpu', '--n_layer=1', '--block_size=16', '--batch_size=2', '--max_iters=3',
+                    '--eval_iters=2', '--eval_interval=2', '--log_interval=1', f'--data_dir={data_dir}',
+                    f'--out_dir={out}')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'tokens per iteration: 64 = 2 process(es) x 1 micro-step(s) x batch_size 2 x block_size 16 ' \
            '(gradient_accumulation_steps=1 rounded up to 2, a multiple of 2 processes)' in proc.stdout

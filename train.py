@@ -718,7 +718,7 @@ def main(argv):
     try:
         summary = train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum,
                         ddp=ddp, rank=rank, world=world, master=master)
-        if ddp:  # no rank tears down its group while another is still inside a collective (gloo aborts)
+        if ddp:  # the ranks leave together: none tears down its group while another still uses it
             dist.barrier()
         return summary
     except RuntimeError as e:
@@ -1009,8 +1009,8 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                           f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "") + f", {eta}",
                           flush=True)
                     write_row({'iter': iter_num, 'loss': lossf, 'lr': lr, 'tokens': tokens_seen,
-                               'flops': tokens_seen * flops_per_token, 'elapsed_s': elapsed_s, 'train_s': train_s, 'tokens_per_s': tokens_per_s,
-                               'mfu': mfu})
+                               'flops': tokens_seen * flops_per_token, 'elapsed_s': elapsed_s, 'train_s': train_s,
+                               'tokens_per_s': tokens_per_s, 'mfu': mfu})
                 last = {'iter': iter_num + 1, 'tokens': tokens_seen, 'train_s': train_s}
             iter_num += 1
 
@@ -1020,9 +1020,9 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
         stop_signals.restore()
         files.close()
 
-    summary.update(iter_num=iter_num, tokens=tokens_seen, flops=tokens_seen * flops_per_token, best_val_loss=best_val_loss, train_s=train_s,
-                   elapsed_s=elapsed_s0 + time.time() - t_start, stop=stop, ckpt_path=ckpt_path,
-                   params=raw_model.get_num_params())
+    summary.update(iter_num=iter_num, tokens=tokens_seen, flops=tokens_seen * flops_per_token,
+                   best_val_loss=best_val_loss, train_s=train_s, elapsed_s=elapsed_s0 + time.time() - t_start,
+                   stop=stop, ckpt_path=ckpt_path, params=raw_model.get_num_params())
     if stop == 'signal':
         signum = (stop_signals.received or [signal.SIGTERM])[0]  # or another process's signal
         if master:
