@@ -739,6 +739,41 @@ def lost_contact(e):
         'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))
 
 
+def build(cfg, model_args, ckpt, device_type, *, rank, world, master):
+    """The model, optimizer and loss scaler, fresh or from the checkpoint, and where the run stands:
+    (iter_num, tokens_seen, best_val_loss, train_s, elapsed_s, evaluated_at). A checkpoint is emptied once
+    its tensors are copied into the model and optimizer, so the run does not hold a second copy."""
+    torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
+    raw_model = GPT(GPTConfig(**model_args))
+    if ckpt is not None:
+        load_weights(raw_model, ckpt['model'])
+    raw_model.to(cfg.device)
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+                                               device_type, optimizer=cfg.optimizer)
+    scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
+    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks: a stream of their own in each process
+    if ckpt is None:  # evaluated_at: the iteration of the last evaluation that ran to the end
+        return raw_model, optimizer, scaler, (0, 0, float('inf'), 0.0, 0.0, None)
+    optimizer.load_state_dict(ckpt['optimizer'])
+    if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
+        scaler.load_state_dict(ckpt['scaler'])
+    iter_num = ckpt['iter_num']
+    evaluated_at = iter_num if ckpt.get('evaluated', True) else None  # False: its eval was cut short
+    state = (iter_num, ckpt['tokens_seen'], ckpt['best_val_loss'], ckpt.get('train_s', 0.0),
+             ckpt.get('elapsed_s', 0.0), evaluated_at)
+    states = ckpt['rng']
+    if len(states) == world:
+        set_rng_state(states[rank])
+    elif master:
+        print(f"note: checkpoint written by {len(states)} processes, resuming with {world}: "
+              f"same batches, other dropout masks")
+    if states[0]['data']['seed'] != cfg.seed and master:
+        print(f"note: seed {cfg.seed} differs from the checkpoint's {states[0]['data']['seed']}: "
+              f"batches will differ from a straight run")
+    ckpt.clear()  # the caller still holds the dict: emptying it is what frees the memory
+    return raw_model, optimizer, scaler, state
+
+
 def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accum, *, ddp, rank, world, master):
     device = cfg.device
     tokens_per_iter = world * accum * cfg.batch_size * cfg.block_size
@@ -758,35 +793,8 @@ def train(cfg, model_args, meta, ckpt, train_paths, val_paths, device_type, accu
                               seed=cfg.seed, device=device, check_vocab=cfg.vocab_size)
                for split, paths in (('train', train_paths), ('val', val_paths))}
 
-    # model, optimizer and loss scaler, fresh or from the checkpoint
-    torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
-    raw_model = GPT(GPTConfig(**model_args))
-    if ckpt is not None:
-        load_weights(raw_model, ckpt['model'])
-    raw_model.to(device)
-    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
-                                               device_type, optimizer=cfg.optimizer)
-    scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
-    iter_num, tokens_seen, best_val_loss, train_s0, elapsed_s0 = 0, 0, float('inf'), 0.0, 0.0
-    evaluated_at = None  # the iteration of the last evaluation that ran to the end
-    torch.manual_seed(cfg.seed + 1 + rank)  # dropout masks: a stream of their own in each process
-    if ckpt is not None:
-        optimizer.load_state_dict(ckpt['optimizer'])
-        if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
-            scaler.load_state_dict(ckpt['scaler'])
-        iter_num, tokens_seen, best_val_loss = ckpt['iter_num'], ckpt['tokens_seen'], ckpt['best_val_loss']
-        train_s0, elapsed_s0 = ckpt.get('train_s', 0.0), ckpt.get('elapsed_s', 0.0)
-        evaluated_at = iter_num if ckpt.get('evaluated', True) else None  # False: its eval was cut short
-        states = ckpt['rng']
-        if len(states) == world:
-            set_rng_state(states[rank])
-        elif master:
-            print(f"note: checkpoint written by {len(states)} processes, resuming with {world}: "
-                  f"same batches, other dropout masks")
-        if states[0]['data']['seed'] != cfg.seed and master:
-            print(f"note: seed {cfg.seed} differs from the checkpoint's {states[0]['data']['seed']}: "
-                  f"batches will differ from a straight run")
-        ckpt = None  # free the memory
+    raw_model, optimizer, scaler, (iter_num, tokens_seen, best_val_loss, train_s0, elapsed_s0, evaluated_at) = \
+        build(cfg, model_args, ckpt, device_type, rank=rank, world=world, master=master)
     if master and meta is None:
         print(f"note: no meta.json in {cfg.data_dir}: raw shards, the model's vocab_size is {cfg.vocab_size}")
     peak = peak_flops(device, cfg.peak_flops)
