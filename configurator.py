@@ -1,12 +1,14 @@
 """
 The plumbing every script shares: `--key=value` flags and plain-Python config files parsed into a
 dataclass (`parse_config`), the help text made from the dataclass's own comments (`help_text`),
-one-line errors for a user's mistakes (`UsageError`, `run_main`) and crash-safe writes
-(`atomic_write`). nanoGPT calls its equivalent configurator.py; this one checks every key and type
-against the dataclass instead of exec-ing into globals. No torch here: prepare.py imports it too.
+range checks that read as sentences (`require`), one-line errors for a user's mistakes (`UsageError`,
+`run_main`) and crash-safe writes (`atomic_write`, `write_error`). nanoGPT calls its equivalent
+configurator.py; this one checks every key and type against the dataclass instead of exec-ing into
+globals. No torch here: prepare.py imports it too.
 """
 import dataclasses
 import difflib
+import errno
 import inspect
 import os
 import re
@@ -66,11 +68,28 @@ def _unknown(name, valid):
     return UsageError(f"unknown key {name!r}; {hint}")
 
 
+def require(cfg, names, ok, must):
+    """A ValueError naming the first of the space-separated fields `names` whose value fails ok(value),
+    as "{name} {must}, got {value}". Write `ok` as what is allowed, so that nan (which fails every
+    comparison) is refused too: require(cfg, 'seed max_iters', lambda v: v >= 0, 'must not be negative')."""
+    for name in names.split():
+        value = getattr(cfg, name)
+        if not ok(value):
+            raise ValueError(f"{name} {must}, got {value!r}")
+
+
 def exec_config_file(path):
-    """The names a plain-Python config file assigns (modules, functions and _private names skipped)."""
+    """The names a plain-Python config file assigns (modules, functions and _private names skipped).
+    The file's own folder is importable while it runs, so configs/gmlp.py can start with
+    `from _recipe import *` (configs/_recipe.py: the recipe every architecture config shares)."""
     if not os.path.isfile(path):
-        raise UsageError(f"config file {path!r} not found")
-    scope = {}
+        near = difflib.get_close_matches(os.path.basename(path), os.listdir(os.path.dirname(path) or '.')
+                                         if os.path.isdir(os.path.dirname(path) or '.') else [], n=1)
+        hint = f"; did you mean {os.path.join(os.path.dirname(path), near[0])}?" if near else ""
+        raise UsageError(f"config file {path!r} not found{hint}")
+    scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
+    before = set(sys.modules)
+    sys.path.insert(0, folder)
     try:
         with open(path) as f:
             exec(compile(f.read(), path, 'exec'), scope)
@@ -79,34 +98,40 @@ def exec_config_file(path):
                          f"keys") from None
     except Exception as e:  # a user's syntax error is a one-line message too
         raise UsageError(f"config file {path!r} failed: {type(e).__name__}: {e}") from None
+    finally:  # the next config file imports its own _recipe, not this one's
+        sys.path.remove(folder)
+        for name in set(sys.modules) - before:
+            if os.path.dirname(os.path.abspath(getattr(sys.modules[name], '__file__', '') or '')) == folder:
+                del sys.modules[name]
     return {k: v for k, v in scope.items()
             if not k.startswith('_') and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
 
 
-def parse_config(cls, argv, *, config_files=True, usage=None):
+def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
     """
     Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
     arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a later
     argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does not).
+    A bool key may be given bare (`--compile` is `--compile=true`).
     An unknown key or a wrong type raises UsageError naming the nearest valid keys; an invalid
     combination raises whatever ValueError `cls.__post_init__` raises, re-raised as UsageError.
     List-typed fields take comma-separated values and may be repeated to append.
-    `-h`/`--help` prints `usage` and every key with its default and meaning, then exits 0.
+    `-h`/`--help` prints `usage`, every key with its default and meaning, and `doc`; then exits 0.
     """
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
     metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
     values, seen_list = {}, set()
     for arg in argv:
         if arg in ('-h', '--help'):
-            print(help_text(cls, usage))
+            print(help_text(cls, usage, doc))
             raise SystemExit(0)
         if arg.startswith('--'):
             key, eq, text = arg[2:].partition('=')
-            if not eq:
-                raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
             if key not in defaults:
                 raise _unknown(key, list(defaults))
-            value = _coerce(key, text, defaults[key])
+            if not eq and type(defaults[key]) is not bool:
+                raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
+            value = _coerce(key, text, defaults[key]) if eq else True
             if isinstance(value, list) and key in seen_list:
                 value = values[key] + value  # repeated list flag: append
             seen_list.add(key)
@@ -146,8 +171,8 @@ def field_docs(cls):
     return docs
 
 
-def help_text(cls, usage=None):
-    """The usage line, then every key as `--key=default  meaning`, in field order."""
+def help_text(cls, usage=None, doc=None):
+    """The usage line, then every key as `--key=default  meaning`, in field order, then `doc`."""
     usage = usage or f"python {os.path.basename(sys.argv[0])} [config.py ...] [--key=value ...]"
     docs = field_docs(cls)
     rows = [(f"--{f.name}={getattr(cls(), f.name)!r}", docs.get(f.name, ''))
@@ -155,7 +180,7 @@ def help_text(cls, usage=None):
     width = min(max(len(k) for k, _ in rows), 34)
     lines = [f"usage: {usage}", "", "keys (a later argument wins):"]
     lines += [f"  {k:<{width}}  {d}".rstrip() for k, d in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + (['', doc.strip()] if doc else []))
 
 
 # -----------------------------------------------------------------------------
@@ -177,10 +202,32 @@ def run_main(main):
         sys.exit(1)
 
 
-def atomic_write(path, write):
+def split_flags(argv, cls, passed_on):
+    """(argv for the dataclass `cls`, the --key=value flags of `passed_on`'s keys that `cls` lacks): a
+    script's own arguments, and the ones it passes on to each run it makes (sweep.py hands train.py
+    keys to train.py). A key neither knows is an error naming the nearest of both."""
+    mine, theirs = {f.name for f in dataclasses.fields(cls)}, {f.name for f in dataclasses.fields(passed_on)}
+    own, other = [], []
+    for arg in argv:
+        key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
+        if key is None or key in mine:
+            own.append(arg)
+        elif key in theirs:
+            other.append(arg)
+        else:
+            raise _unknown(key, sorted(mine | theirs))
+    return own, other
+
+
+def keys_given(argv):
+    """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
+    return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+
+
+def atomic_write(path, write, *, then=''):
     """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a crash
     mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on a full
-    disk) becomes a one-line UsageError; the temp file is removed on failure."""
+    disk) becomes write_error's one line, ending in `then`; the temp file is removed on failure."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, 'wb') as f:
@@ -189,8 +236,26 @@ def atomic_write(path, write):
             os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"could not write {path!r}: {why}") from None
+        raise write_error(path, e, then) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def write_error(path, e, then=''):
+    """The one line for a write that failed: the file (the one a temp file was to become), why (a full
+    disk by name, also through the RuntimeError torch.save raises for it), and `then`: what is kept."""
+    why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None) or str(e).strip()
+                                                          or type(e).__name__).splitlines()[0]
+    path = re.sub(r'(\.tmp\d+)+$', '', path)
+    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}" + (f"; {then}" if then else ''))
+
+
+def disk_full(e):
+    """Whether an exception comes from a full disk (or quota), also through the RuntimeError torch.save
+    raises for it ('unexpected pos'), whose context is the OSError."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        e = e.__cause__ or e.__context__
+    return False

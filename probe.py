@@ -35,13 +35,14 @@ import os
 import platform
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench import append_record, config_paths, read_results  # shared with the sweeps
-from configurator import UsageError, atomic_write, parse_config, run_main
+from configurator import UsageError, keys_given, parse_config, run_main
+from results import append_record, arch_key, config_paths, pyplot, read_results, save_png
+from runtime import TrainConfig, duration
 
 FILLER = 0  # the pad token between queries; never a key or a value
 
@@ -59,7 +60,7 @@ class ProbeConfig:
     steps: int = 1500                # optimizer steps per run (the cosine schedule ends here)
     batch_size: int = 32             # sequences per step, fresh ones every step
     lr: list = field(default_factory=lambda: ['3e-3'])  # peak learning rates, tried in turn until one solves (e.g. 3e-3,1e-2)
-    warmup_iters: int = 100          # linear warmup steps of train.get_lr
+    warmup_iters: int = 100          # linear warmup steps of TrainConfig.lr_at
     min_lr_ratio: float = 0.1        # min_lr = lr * this, at the end of the cosine
     weight_decay: float = 0.1        # AdamW decoupled weight decay (GPT.configure_optimizers)
     eval_interval: int = 100         # steps between held-out evaluations (the curve's points)
@@ -148,9 +149,8 @@ def accuracy(logits, targets):
 # one run: a config file's block at the probe's shape, trained as train.py trains
 
 def train_config(path, probe, *, width, T, lr):
-    """train.TrainConfig of config file `path` with the probe's shape, data and schedule; the block
+    """TrainConfig of config file `path` with the probe's shape, data and schedule; the block
     type and its flags (attn, ffn, block, pos_emb, norm, bias, ...) stay the file's."""
-    from train import TrainConfig
     cfg = parse_config(TrainConfig, [path])
     shape = dict(n_layer=probe.n_layer, n_embd=width, n_head=max(1, width // probe.head_size),
                  block_size=T, vocab_size=probe.vocab_size, dropout=0.0, match_params=probe.match_params,
@@ -181,7 +181,6 @@ def train_run(path, probe, key, threads=None, log=False):
 def _train_run(path, probe, key, log):
     import torch
     from model import GPT, GPTConfig, ffn_width, gmlp_width
-    from train import get_lr
     t0, cpu0 = time.time(), time.process_time()
     cfg = train_config(path, probe, width=key['width'], T=key['T'], lr=key['lr'])
     mcfg = GPTConfig(**cfg.model_args())
@@ -208,7 +207,7 @@ def _train_run(path, probe, key, log):
                       f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
             if acc >= probe.stop_acc or step == probe.steps:
                 break
-        lr = get_lr(step, cfg)  # train.py's warmup + cosine
+        lr = cfg.lr_at(step)  # train.py's warmup + cosine
         for group in optimizer.param_groups:
             group['lr'] = lr
         X, Y = batch_at(cfg.seed, 0, step, batch=probe.batch_size, **data)
@@ -249,29 +248,6 @@ def ident(key):
 # -----------------------------------------------------------------------------
 # the grid: cells run in worker processes, a record appended as each run ends
 
-def duration(seconds):
-    from train import duration as d
-    return d(seconds)
-
-
-class Inline:
-    """An executor that runs each job at submit, in this process (jobs=1: no process start-up)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, fn, *args):
-        fut = Future()
-        try:
-            fut.set_result(fn(*args))
-        except Exception as e:
-            fut.set_exception(e)
-        return fut
-
-
 def run_grid(probe, paths, widths, seq_lens, pairs, lrs):
     """Every cell (config, width, T, N) not yet solved in the results file: its learning rates in turn,
     the next one only while none so far reached stop_acc. Returns the number of runs made."""
@@ -304,9 +280,9 @@ def run_grid(probe, paths, widths, seq_lens, pairs, lrs):
     t_start, work_done, n_runs = time.time(), 0.0, 0
     pending = {}  # future -> (cell, index of its key)
     queue = list(cells)
-    # jobs > 1: worker processes of one thread each; jobs = 1: in this process, every thread
+    # jobs > 1: worker processes of one thread each; jobs = 1: in this process (no start-up), every thread
     pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'))
-            if probe.jobs > 1 else Inline())
+            if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
     with pool:
         def submit(cell, i):
             key = cell[i]
@@ -359,8 +335,7 @@ def table(records):
     best = best_runs(records)
     if not best:
         return "(no runs yet)"
-    order = {name: i for i, name in enumerate(ARCH_ORDER)}
-    rows = sorted({(c, w) for c, w, _, _ in best}, key=lambda cw: (order.get(cw[0], 99), cw[0], cw[1]))
+    rows = sorted({(c, w) for c, w, _, _ in best}, key=lambda cw: (arch_key(cw[0]), cw[1]))
     cols = sorted({(T, N) for _, _, T, N in best})
     out = ['| config | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
            '|---|---:|---:|' + '---:|' * len(cols)]
@@ -378,29 +353,18 @@ def table(records):
     return '\n'.join(out)
 
 
-ARCH_ORDER = ['gpt', 'llama', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'amlp', 'gmlp']
-
-
-def probe_batch(best):
-    return next(iter(best.values()))['batch']
-
-
 def plot(records, png):
     """Accuracy against N, one panel per T, one line per config (solid: widest, dashed: narrower);
     dotted: 1/N, what a model scores that copies one of the sequence's values without finding the key."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot skipped: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return False
     best = best_runs(records)
     if not best:
         return False
     Ts = sorted({T for _, _, T, _ in best})
     widths = sorted({w for _, w, _, _ in best}, reverse=True)
-    configs = sorted({c for c, _, _, _ in best}, key=lambda c: (ARCH_ORDER.index(c) if c in ARCH_ORDER else 99, c))
+    configs = sorted({c for c, _, _, _ in best}, key=arch_key)
     fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), sharey=True, squeeze=False)
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
     styles = ['-', '--', ':', '-.']
@@ -426,14 +390,12 @@ def plot(records, png):
             ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)])
     ax.axhline(1 / N, color='k', linestyle=':', lw=1)
     ax.set_title(f"accuracy during training: T = {T}, N = {N}, d = {w}", fontsize=9)
-    ax.set_xlabel('training step (batch of %d sequences)' % probe_batch(best))
+    ax.set_xlabel(f"training step (batch of {next(iter(best.values()))['batch']} sequences)")
     ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('MQAR accuracy (held out)')
     axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
                        bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    atomic_write(png, lambda f: fig.savefig(f, format='png', dpi=110))
-    plt.close(fig)
+    save_png(fig, png)
     return True
 
 
@@ -449,11 +411,8 @@ def report(probe):
 
 
 def main(argv):
-    if '-h' in argv or '--help' in argv:
-        print(__doc__.strip() + '\n')
-    argv = [f'{a}=true' if a in ('--quick', '--replot') else a for a in argv]  # bare switches
-    probe = parse_config(ProbeConfig, argv, config_files=False, usage="python probe.py [--key=value ...]")
-    given = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+    probe = parse_config(ProbeConfig, argv, config_files=False, usage="python probe.py [--key=value ...]", doc=__doc__)
+    given = keys_given(argv)
     if probe.quick:
         probe = dataclasses.replace(probe, **{k: v for k, v in QUICK.items() if k not in given})
     paths = config_paths(probe.configs)

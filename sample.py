@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
+from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import UsageError, help_text, parse_config, run_main
-from prepare import load_tokenizer, read_meta
-from train import (DTYPES, TrainConfig, autocast_context, load_checkpoint, model_from_checkpoint,
-                   resolve_device, resolve_dtype)
+from data import read_meta
+from runtime import DTYPES, TrainConfig, autocast_context, resolve_device, resolve_dtype
+from tokenizer import load_tokenizer
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
 USAGE = "python sample.py [config.py] [--key=value ...]"
@@ -161,7 +162,7 @@ def decode_stream(tok, ids):
 
 def main(argv):
     if '-h' in argv or '--help' in argv:
-        print(help_text(SampleConfig, USAGE) + '\n\n' + __doc__.strip())
+        print(help_text(SampleConfig, USAGE, __doc__))
         return
     cfg = parse_args(argv)
     device = resolve_device(cfg.device)

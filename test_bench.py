@@ -10,6 +10,8 @@ import sys
 import pytest
 
 import bench
+import results as R
+import sweep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--iters=1',
@@ -43,7 +45,7 @@ def test_bad_arguments_are_one_line():
     proc = subprocess.run([sys.executable, 'bench.py', 'configs/nope.py'], cwd=HERE,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr == "error: config 'configs/nope.py' not found\n"
-    proc = subprocess.run([sys.executable, 'bench.py', '--plot'], cwd=HERE, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, 'sweep.py', '--plot'], cwd=HERE, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith('error: --plot needs run directories')
 
 
@@ -63,11 +65,11 @@ def fake_run(folder, losses, ms_per_iter):
 
 def test_summary_of_runs(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
-    s = bench.run_summary(a)
+    s = sweep.run_summary(a)
     assert s['run'] == 'a' and s['final_val'] == pytest.approx(2.1) and s['best_val'] == pytest.approx(2.1)
     assert s['iters'] == 30 and s['tokens'] == 3000 and s['ms_per_iter'] == pytest.approx(20)
-    with pytest.raises(bench.UsageError, match='log.jsonl not found'):
-        bench.run_summary(str(tmp_path))
+    with pytest.raises(sweep.UsageError, match='log.jsonl not found'):
+        sweep.run_summary(str(tmp_path))
 
 
 def test_plot_writes_a_png(tmp_path):
@@ -75,7 +77,7 @@ def test_plot_writes_a_png(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
     b = fake_run(tmp_path / 'b', [4.0, 2.8, 2.2, 1.9], ms_per_iter=30)
     png = str(tmp_path / 'runs.png')
-    assert bench.plot_runs([a, b], png)
+    assert sweep.plot_runs([a, b], png)
     with open(png, 'rb') as f:
         data = f.read()
     assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
@@ -85,7 +87,7 @@ def test_plot_writes_a_png(tmp_path):
 def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch, capsys):
     a = fake_run(tmp_path / 'a', [4.0, 3.0], ms_per_iter=20)
     monkeypatch.setitem(sys.modules, 'matplotlib', None)  # import matplotlib now raises ImportError
-    assert bench.plot_runs([a], str(tmp_path / 'runs.png')) is False
+    assert sweep.plot_runs([a], str(tmp_path / 'runs.png')) is False
     assert capsys.readouterr().err == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
     assert not os.path.exists(tmp_path / 'runs.png')
 
@@ -129,8 +131,9 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
         torch.manual_seed(seed)  # what train.py does before building the model
         inits.append(GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=20)).state_dict())
     assert not torch.equal(inits[0]['lm_head.weight'], inits[1]['lm_head.weight'])  # the init differs
-    from prepare import find_shards
-    batches = [train.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
+    import data
+    from data import find_shards
+    batches = [data.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
                              device='cpu').get(0, 0, 0)[0] for s in (1, 1, 2)]
     assert torch.equal(batches[0], batches[1]) and not torch.equal(batches[0], batches[2])
 
@@ -138,7 +141,7 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
 def test_max_flops_stops_at_the_right_iteration(tiny_data, tmp_path):
     import train
     from model import GPT, GPTConfig
-    from prepare import read_meta
+    from data import read_meta
     vocab = read_meta(tiny_data)['vocab_size']
     fpt = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=vocab, bias=False)).flops_per_token()
     per_iter = 4 * 16 * fpt
@@ -154,17 +157,17 @@ def test_compute_multiplier_on_synthetic_curves():
     # gpt: loss = 10 - 0.5 log10(F) at 1e10, 1e11, 1e12 FLOPs (5.0, 4.5, 4.0)
     ref = [(f, 10 - 0.5 * math.log10(f)) for f in (1e10, 1e11, 1e12)]
     # an architecture reaching at 1e11 what gpt reaches at 3e11: multiplier 3
-    m, why = bench.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
+    m, why = R.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
     assert m == pytest.approx(3.0) and why is None
-    m, _ = bench.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
+    m, _ = R.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
     assert m == pytest.approx(0.25)
-    m, why = bench.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
+    m, why = R.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
     assert m is None and why.startswith('> 1.00') and 'below' in why
-    m, why = bench.compute_multiplier(ref, 1e10, 9.0)
+    m, why = R.compute_multiplier(ref, 1e10, 9.0)
     assert m is None and 'above' in why
     # unsorted input and a non-uniform grid
     ref2 = [(1e12, 2.0), (1e10, 3.0), (4e10, 2.5)]
-    m, _ = bench.compute_multiplier(ref2, 1e10, 2.5)
+    m, _ = R.compute_multiplier(ref2, 1e10, 2.5)
     assert m == pytest.approx(4.0)
 
 
@@ -185,11 +188,11 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
             + [fake_record('gmlp', s, lr, v) for s, lr, v in [(1, 1e-3, 1.40), (2, 1e-3, 1.42), (1, 2e-3, 1.45),
                                                               (2, 2e-3, 1.47)]])
     for r in recs:
-        bench.append_record(str(path), r)
+        R.append_record(str(path), r)
     with open(path, 'a') as f:
         f.write('{"key": {"config": "cut sho')  # a line cut short by a killed sweep
-    assert bench.read_results(str(path)) == recs
-    rows = bench.report(bench.BenchConfig(), str(path), str(tmp_path / 'sweep.png'))
+    assert R.read_results(str(path)) == recs
+    rows = sweep.report(sweep.SweepConfig(), str(path), str(tmp_path / 'sweep.png'))
     gpt, gmlp = rows
     assert (gpt['config'], gpt['lr'], gpt['n']) == ('gpt', 2e-3, 3) and gpt['val'] == pytest.approx(1.47)
     assert gpt['std'] == pytest.approx(0.01)
@@ -199,52 +202,52 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
     assert 'noise' not in gmlp['vs_gpt']
     out = capsys.readouterr().out
     assert '| gmlp | 4x128 |' in out and '1.4100 ± 0.0141 (2)' in out and '0.001: 1.4100 / 0.002: 1.4600' in out
-    assert bench.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
-    if bench._pyplot() is not None:
+    assert sweep.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
+    if R.pyplot() is not None:
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
 def test_scaling_report_has_multipliers(tmp_path, capsys):
     path = str(tmp_path / 'scaling.jsonl')
     for size, f, g_loss, m_loss in [('2x64', 1e10, 3.0, 2.9), ('4x128', 1e11, 2.5, 2.45), ('6x192', 1e12, 2.0, 1.9)]:
-        bench.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
-        bench.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
-    bench.report(bench.BenchConfig(), path, str(tmp_path / 'scaling.png'))
+        R.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
+        R.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
+    sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'scaling.png'))
     out = capsys.readouterr().out
     # gmlp at 1.1e11 reaches 2.45: gpt needs 1e11 * 10^(0.05/0.5) = 1.259e11 -> 1.14x
     assert '| gmlp | 4x128 |' in out and '| 1.14 |' in out
     assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
-    if bench._pyplot() is not None:
+    if R.pyplot() is not None:
         assert os.path.exists(tmp_path / 'scaling-scaling.png') or os.path.exists(tmp_path / 'scaling.png')
 
 
 def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     results = tmp_path / 'r.jsonl'
-    cmd = [sys.executable, 'bench.py', '--sweep', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--lr=2e-3',
+    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--lr=2e-3',
            '--max_iters=4', '--eval_iters=1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16',
            f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    recs = bench.read_results(str(results))
+    recs = R.read_results(str(results))
     assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gmlp', 2), ('gpt', 1), ('gpt', 2)]
     assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
     assert '| gpt | 1x32 |' in proc.stdout and 'ETA' in proc.stderr
     again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
-    assert len(bench.read_results(str(results))) == 4
+    assert len(R.read_results(str(results))) == 4
     # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
-    scaling = [sys.executable, 'bench.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--lr=2e-3',
+    scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--lr=2e-3',
                '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
                f'--results={tmp_path / "s.jsonl"}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    recs = bench.read_results(str(tmp_path / 's.jsonl'))
+    recs = R.read_results(str(tmp_path / 's.jsonl'))
     assert sorted((r['config'], r['size']) for r in recs) == [('gmlp', '1x32'), ('gmlp', '2x64'),
                                                               ('gpt', '1x32'), ('gpt', '2x64')]
     assert '### scaling' in proc.stdout and 'compute multiplier vs gpt' in proc.stdout
     gmlp_small = next(r for r in recs if (r['config'], r['size']) == ('gmlp', '2x64'))
     gpt_small = next(r for r in recs if (r['config'], r['size']) == ('gpt', '2x64'))
     assert abs(gmlp_small['params'] / gpt_small['params'] - 1) < 0.01  # matched at every size
-    bad = subprocess.run([sys.executable, 'bench.py', '--sweep', '--configs=gtp'], cwd=HERE,
+    bad = subprocess.run([sys.executable, 'sweep.py', '--configs=gtp'], cwd=HERE,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count('\n') == 1 and 'unknown config' in bad.stderr and 'gpt' in bad.stderr

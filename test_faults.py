@@ -13,9 +13,10 @@ import time
 
 import pytest
 
+import checkpoint
 import configurator
+import runtime
 import sample
-import train
 from configurator import UsageError, parse_config
 from test_train import HERE, TINY, data_dir, run, torchrun, write_corpus  # noqa: F401 (data_dir: the fixture)
 
@@ -145,11 +146,11 @@ def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, caps
     moved = text.index(f"note: {out} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
                        f"kept in {out / 'prev'}/")
     assert start < text.index('step 2: train loss') < moved < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
-    assert train.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
-    steps = [r['iter'] for r in train.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
+    assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
+    steps = [r['iter'] for r in checkpoint.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
     assert steps == [0, 1, 2, 3]  # the rows written before the first checkpoint are in the new log
     with open(out / 'config.json') as f:
-        assert json.load(f) == train.load_checkpoint(str(out / 'ckpt.pt'))['config']
+        assert json.load(f) == checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['config']
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl', 'prev']
 
 
@@ -160,7 +161,7 @@ def test_a_full_disk_at_a_log_row_is_one_line_and_keeps_the_checkpoint(data_dir,
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=4')
     before = snapshot(out)
-    fill_disk(monkeypatch, train, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
+    fill_disk(monkeypatch, checkpoint, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
     with pytest.raises(UsageError, match=r"^could not write '.*log.jsonl': no space left on device; .*ckpt.pt is "
                                          r"kept as it was; free some space and resume with --init_from=resume$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8', '--eval_interval=100')
@@ -198,7 +199,7 @@ def test_disk_full_sees_through_torch_save():
     f = FullDisk(open(os.devnull, 'wb'), 1000)
     with pytest.raises(RuntimeError) as e:
         torch.save({'w': torch.zeros(10000)}, f)
-    assert train.disk_full(e.value) and not train.disk_full(RuntimeError('unexpected pos 1 vs 2'))
+    assert configurator.disk_full(e.value) and not configurator.disk_full(RuntimeError('unexpected pos 1 vs 2'))
 
 
 # -----------------------------------------------------------------------------
@@ -238,9 +239,9 @@ def test_a_bad_log_line_is_one_line_naming_it(data_dir, tmp_path, line, what):
 def test_read_jsonl_skips_only_a_last_line_cut_short(tmp_path):
     path = tmp_path / 'log.jsonl'
     path.write_bytes(b'{"iter": 0, "loss": 3.0}\n\n{"iter": 1, "loss": 2.9}\n{"iter": 2, "lo')
-    assert [r['iter'] for r in train.read_jsonl(str(path))] == [0, 1]
+    assert [r['iter'] for r in checkpoint.read_jsonl(str(path))] == [0, 1]
     path.write_bytes(b'{"iter": 0}\n\x00\x00\x00')  # a crash can leave zeros at the end
-    assert train.read_jsonl(str(path)) == [{'iter': 0}]
+    assert checkpoint.read_jsonl(str(path)) == [{'iter': 0}]
 
 
 @pytest.mark.parametrize('value', ['nan', 'inf'])
@@ -252,7 +253,7 @@ def test_sample_temperature_must_be_finite(value):
 
 def test_non_finite_advice_leaves_out_what_is_already_set():
     def advice(*flags):
-        return train.non_finite_advice(parse_config(train.TrainConfig, ['--device=cpu', *flags]))
+        return runtime.non_finite_advice(parse_config(runtime.TrainConfig, ['--device=cpu', *flags]))
     assert advice('--grad_clip=1.0', '--dtype=float32') == 'a lower learning_rate'
     assert advice('--grad_clip=0', '--dtype=float32') == 'a lower learning_rate or grad_clip=1.0'
     assert advice('--grad_clip=0.5', '--dtype=float16', '--warmup_iters=0') == \
@@ -262,7 +263,7 @@ def test_non_finite_advice_leaves_out_what_is_already_set():
 @pytest.mark.parametrize('value', ['0', '-1', 'nan', 'inf'])
 def test_ddp_timeout_must_be_positive(value):
     with pytest.raises(UsageError, match='ddp_timeout_s must be a positive number of seconds'):
-        parse_config(train.TrainConfig, [f'--ddp_timeout_s={value}'])
+        parse_config(runtime.TrainConfig, [f'--ddp_timeout_s={value}'])
 
 
 # -----------------------------------------------------------------------------

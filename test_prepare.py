@@ -15,7 +15,10 @@ import urllib.request
 import numpy as np
 import pytest
 
+import corpus
+import data as D
 import prepare as P
+import tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
@@ -34,7 +37,7 @@ def write(path, content):
 
 
 def read_split(out_dir, split):
-    return np.concatenate([P.load_shard(p) for p in P.find_shards(str(out_dir), split)])
+    return np.concatenate([D.load_shard(p) for p in D.find_shards(str(out_dir), split)])
 
 
 def tiny_ranks_file(path, more=(), drop=None):
@@ -48,16 +51,16 @@ def tiny_ranks_file(path, more=(), drop=None):
 # tokenizers
 
 def test_char_and_byte_round_trip():
-    char = P.CharTokenizer(''.join(sorted(set(TEXT))))
+    char = tokenizer.CharTokenizer(''.join(sorted(set(TEXT))))
     ids = char.encode(TEXT)
     assert char.decode(ids) == TEXT
     assert sorted(set(ids)) == list(range(char.vocab_size)) and char.vocab_size == len(set(TEXT))
     assert char.encode('\t\n') == [0, 1]  # sorted by code point: tab and newline come first
-    byte = P.ByteTokenizer()
+    byte = tokenizer.ByteTokenizer()
     assert byte.decode(byte.encode(TEXT)) == TEXT and byte.vocab_size == 256
     assert len(byte.encode('🐍')) == 4
     for tok in (char, byte):  # rebuilt from what meta.json stores
-        again = P.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+        again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
         assert again.encode(TEXT) == tok.encode(TEXT) and again.vocab_size == tok.vocab_size
     with pytest.raises(P.UsageError, match='not in this'):
         char.encode('Z')
@@ -65,18 +68,18 @@ def test_char_and_byte_round_trip():
 
 
 def test_tiktoken_from_local_ranks_file(tmp_path):
-    tok = P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken'))
+    tok = tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken'))
     assert tok.name == 'tiny' and tok.eot_token == 264 and tok.vocab_size == 265  # <|endoftext|> after the last rank
     assert tok.encode('the') == [257] and tok.encode(' the') == [259] and tok.encode('thing') == [256, 261]
     assert tok.decode(tok.encode(TEXT)) == TEXT
     assert tok.encode('a<|endoftext|>') == [97, 264]  # in a prompt, the special token is allowed
     assert list(tok.encode_array('<|endoftext|>')) == tok.enc.encode_ordinary('<|endoftext|>')  # in a corpus, not
-    again = P.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+    again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
     assert again.encode(TEXT) == tok.encode(TEXT) and again.eot_token == 264
     with pytest.raises(P.UsageError, match='not a tiktoken ranks file'):
-        P.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
+        tokenizer.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
     with pytest.raises(P.UsageError, match='not found'):
-        P.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
+        tokenizer.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
 
 
 def test_prepare_with_local_ranks_file(tmp_path):
@@ -84,9 +87,9 @@ def test_prepare_with_local_ranks_file(tmp_path):
     docs = [write(tmp_path / f'doc{i}.txt', f"the thing {i} is in the {'ring ' * i}\n" * 3) for i in range(20)]
     out = tmp_path / 'out'
     P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}'])
-    meta = P.read_meta(str(out))
+    meta = D.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'tiktoken' and meta['eot_token'] == 264 and meta['split']['cut'] == 'document'
-    tok = P.load_tokenizer(meta)
+    tok = tokenizer.load_tokenizer(meta)
     train, val = read_split(out, 'train'), read_split(out, 'val')
     assert [len(train), len(val)] == [meta['tokens']['train'], meta['tokens']['val']]
     # every document starts with <|endoftext|> (llm.c's convention), so the shards split back into the files
@@ -96,7 +99,7 @@ def test_prepare_with_local_ranks_file(tmp_path):
 
 def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     """Encoding in small pieces (cut at letter-then-whitespace) gives the ids of encoding the whole text."""
-    monkeypatch.setattr(P, 'PIECE_BYTES', 64)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 64)
     monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     rng = np.random.default_rng(0)
@@ -105,13 +108,13 @@ def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     path = write(tmp_path / 'one.txt', text)
     out = tmp_path / 'out'
     P.main([f'--input={path}', f'--tokenizer={ranks}', f'--out_dir={out}', '--shard_tokens=500'])
-    _, off, how = P.plan_split([P.Doc(path, os.path.getsize(path), path=path)], 0.1)
+    _, off, how = corpus.plan_split([corpus.Doc(path, os.path.getsize(path), path=path)], 0.1)
     assert how == 'line'
-    enc = P.tiktoken_from_file(ranks).enc
+    enc = tokenizer.tiktoken_from_file(ranks).enc
     raw = text.encode()
     assert read_split(out, 'train').tolist() == [264] + enc.encode_ordinary(raw[:off].decode())
     assert read_split(out, 'val').tolist() == enc.encode_ordinary(raw[off:].decode())
-    assert len(P.find_shards(str(out), 'train')) > 1
+    assert len(D.find_shards(str(out), 'train')) > 1
 
 
 # the pre-tokenisation patterns of tiktoken's cl100k_base and o200k_base (tiktoken_ext/openai_public.py)
@@ -122,12 +125,12 @@ O200K = "|".join([
     r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+"""])
 
 
-@pytest.mark.parametrize('pattern', [P.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
+@pytest.mark.parametrize('pattern', [tokenizer.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
 def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, pattern):
-    monkeypatch.setattr(P, 'PIECE_BYTES', 32)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 32)
     # merges across the places where a careless cut would split a pre-tokenised piece
     more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45', b'\n/', b'\n{']
-    tok = P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
+    tok = tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
     rng = np.random.default_rng(1)
     words = ['The', 'thing', 'in', '!', '?!', '42', '12345', 'héllo', '🐍', ' ', '  ', '\n', '\r\n', '\n\n', '\t',
              '/', "it's", "WE'LL", 'CamelCase', 'x\n ', '\u3000', 'é']
@@ -135,8 +138,8 @@ def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, patte
     # and text with no letter or digit before whitespace: CJK lines ending in 。, long lines without spaces
     lines = ['天地玄黄。', '宇宙洪荒。 ', '/日月盈昃', '辰宿列张!', '{"k":[12,"x"]}' * 20, '。', '\t']
     text += ''.join(rng.choice(lines) + rng.choice(['\n', '\r\n', '\n\n', '\n ']) for _ in range(500))
-    doc = P.Doc('t', len(text.encode()), data=text.encode())
-    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=True)]
+    doc = corpus.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=True)]
     assert len(pieces) > 200 and ''.join(pieces) == text
     assert np.concatenate([tok.encode_array(p) for p in pieces]).tolist() == tok.enc.encode_ordinary(text)
 
@@ -144,12 +147,12 @@ def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, patte
 def test_text_without_cut_points_goes_in_bounded_pieces(monkeypatch):
     """Text with no letter or digit before whitespace (CJK, minified) is still read in pieces of about
     PIECE_BYTES, not carried over whole from block to block (quadratic time, the whole text in memory)."""
-    monkeypatch.setattr(P, 'PIECE_BYTES', 64)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 64)
     cjk = '天地玄黄，宇宙洪荒。\n' * 500  # 11 characters a line
     one_line = '{"k":[12,"x"]}' * 500  # no whitespace at all
     for text, bpe, longest in [(cjk, True, 64 + 11), (cjk, False, 64), (one_line, False, 64)]:
-        doc = P.Doc('t', len(text.encode()), data=text.encode())
-        pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=bpe)]
+        doc = corpus.Doc('t', len(text.encode()), data=text.encode())
+        pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=bpe)]
         assert ''.join(pieces) == text and max(map(len, pieces)) <= longest, (bpe, max(map(len, pieces)))
 
 
@@ -160,18 +163,18 @@ def test_text_without_cut_points_goes_in_bounded_pieces(monkeypatch):
 def test_shard_header_and_length(tmp_path, top, dtype, version):
     tokens = np.arange(1000) % top + (top - 500)
     path = str(tmp_path / 'train_000000.bin')
-    P.write_shard(path, tokens)
+    D.write_shard(path, tokens)
     header = np.fromfile(path, dtype=np.int32, count=256)
     assert list(header[:3]) == [20240520, version, 1000] and not header[3:].any()
     assert os.path.getsize(path) == 256 * 4 + 1000 * np.dtype(dtype).itemsize
-    got = P.load_shard(path)
+    got = D.load_shard(path)
     assert got.dtype == dtype and np.array_equal(got, tokens)
     assert os.listdir(tmp_path) == ['train_000000.bin']  # no temporary file left behind
 
 
 def test_reader_rejects_bad_shards(tmp_path):
     path = str(tmp_path / 'train_000000.bin')
-    P.write_shard(path, np.arange(100))
+    D.write_shard(path, np.arange(100))
     good = open(path, 'rb').read()
     header = np.frombuffer(good[:1024], dtype=np.int32).copy()
     cases = {'truncated': good[:-1], 'too short': good[:100], 'longer': good + b'\0\0',
@@ -179,31 +182,31 @@ def test_reader_rejects_bad_shards(tmp_path):
              'wrong version': np.array([header[0], 7, *header[2:]], np.int32).tobytes() + good[1024:]}
     for name, data in cases.items():
         write(path, data)
-        with pytest.raises(P.ShardError) as e:
-            P.load_shard(path)
+        with pytest.raises(D.ShardError) as e:
+            D.load_shard(path)
         assert '\n' not in str(e.value) and isinstance(e.value, P.UsageError), name
-    with pytest.raises(P.ShardError, match='not found'):
-        P.load_shard(str(tmp_path / 'missing.bin'))
+    with pytest.raises(D.ShardError, match='not found'):
+        D.load_shard(str(tmp_path / 'missing.bin'))
 
 
 def test_find_shards_and_read_meta(tmp_path):
-    assert P.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
+    assert D.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
     with pytest.raises(P.UsageError, match='no train_'):
-        P.find_shards(str(tmp_path), 'train')
+        D.find_shards(str(tmp_path), 'train')
     for i in (1, 0, 10):  # raw llm.c shards, no meta.json
-        P.write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
-    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == \
+        D.write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
+    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == \
         ['fineweb_train_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000010.bin']
-    assert P.read_meta(str(tmp_path)) is None
+    assert D.read_meta(str(tmp_path)) is None
 
 
 @pytest.mark.parametrize('name', ['train_000000.bin', 'val_g3_000001.bin'])
 def test_prepare_shards_without_meta_are_refused(tmp_path, name):
     """What an older prepare.py left when it failed between removing meta.json and writing the new one
     (shards only), or what a killed run left in a new folder: not raw shards, a one-line 'rerun'."""
-    P.write_shard(str(tmp_path / name), [1, 2])
-    P.write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
-    for read in (P.read_meta, lambda d: P.find_shards(d, 'train')):
+    D.write_shard(str(tmp_path / name), [1, 2])
+    D.write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
+    for read in (D.read_meta, lambda d: D.find_shards(d, 'train')):
         with pytest.raises(P.UsageError, match='no meta.json.*rerun prepare.py') as e:
             read(str(tmp_path))
         assert '\n' not in str(e.value)
@@ -211,18 +214,18 @@ def test_prepare_shards_without_meta_are_refused(tmp_path, name):
 
 def test_only_the_shards_meta_lists_are_read(tmp_path):
     for name in ('train_g1_000000.bin', 'train_g2_000000.bin', 'train_g2_000001.bin', 'val_g2_000000.bin'):
-        P.write_shard(str(tmp_path / name), [1, 2])
+        D.write_shard(str(tmp_path / name), [1, 2])
     meta = {'vocab_size': 10, 'shards': {'train': ['train_g2_000000.bin', 'train_g2_000001.bin'],
                                          'val': ['val_g2_000000.bin']}}
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
+    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
     del meta['shards']  # a meta.json written by hand: every train_*.bin but the numbered runs' leftovers
-    P.write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
+    D.write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in P.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
+    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
     write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'shards': {'train': ['gone.bin'], 'val': []}}))
     with pytest.raises(P.UsageError, match='gone.bin is listed in meta.json but missing'):
-        P.find_shards(str(tmp_path), 'train')
+        D.find_shards(str(tmp_path), 'train')
 
 
 @pytest.mark.parametrize('meta, expect', [
@@ -240,19 +243,19 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
 def test_wrong_meta_is_one_line(tmp_path, meta, expect):
     write(tmp_path / 'meta.json', json.dumps(meta))
     with pytest.raises(P.UsageError, match='rerun prepare.py') as e:
-        P.read_meta(str(tmp_path))
+        D.read_meta(str(tmp_path))
     assert expect in str(e.value) and '\n' not in str(e.value)
 
 
 def test_meta_records_the_largest_id(tmp_path):
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 10)}", f'--out_dir={out}', '--tokenizer=byte'])
-    meta = P.read_meta(out)
+    meta = D.read_meta(out)
     assert meta['max_id'] == {s: int(read_split(out, s).max()) for s in ('train', 'val')}
     meta['vocab_size'] = meta['max_id']['train']  # as if the shards held ids the vocabulary lacks
     write(os.path.join(out, 'meta.json'), json.dumps(meta))
     with pytest.raises(P.UsageError, match='hold token id'):
-        P.find_shards(out, 'train')
+        D.find_shards(out, 'train')
 
 
 # -----------------------------------------------------------------------------
@@ -262,12 +265,12 @@ def test_default_corpus_with_no_arguments(tmp_path):
     r = run_cli([], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = tmp_path / 'data' / 'pydoc_char'  # train.py's default data_dir
-    meta = P.read_meta(str(out))
+    meta = D.read_meta(str(out))
     assert meta['source']['name'] == 'pydoc' and meta['tokenizer']['kind'] == 'char' and meta['eot_token'] is None
     assert meta['command'].endswith('prepare.py') and meta['split']['cut'] == 'document'
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g1_000000.bin', 'val_g1_000000.bin']
     from pydoc_data.topics import topics
-    tok = P.load_tokenizer(meta)
+    tok = tokenizer.load_tokenizer(meta)
     train, val = (tok.decode(read_split(out, s).tolist()) for s in ('train', 'val'))
     assert train + '\n' + val == '\n'.join(topics[k] for k in sorted(topics))  # documents joined by '\n'
     assert 0.08 < len(val) / (len(train) + len(val)) < 0.12
@@ -311,9 +314,9 @@ def test_rerun_replaces_output_cleanly(tmp_path, monkeypatch):
     corpus = write(tmp_path / 'c.txt', TEXT * 40)
     out = str(tmp_path / 'out')
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=300', '--tokenizer=byte'])
-    assert len(P.find_shards(out, 'train')) > 5
+    assert len(D.find_shards(out, 'train')) > 5
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=100000'])
-    meta = P.read_meta(out)
+    meta = D.read_meta(out)
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g2_000000.bin', 'val_g2_000000.bin']
     assert meta['tokenizer']['kind'] == 'char'
     assert meta['shards'] == {'train': ['train_g2_000000.bin'], 'val': ['val_g2_000000.bin']}
@@ -324,13 +327,13 @@ def test_one_line_corpus(tmp_path):
     """One document with no newline: val is cut at a character boundary and nothing separates documents."""
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', 'é' * 300)}", f'--out_dir={out}'])
-    meta = P.read_meta(out)
+    meta = D.read_meta(out)
     assert meta['tokenizer']['chars'] == 'é' and meta['split']['cut'] == 'character'
     assert meta['tokens'] == {'train': 270, 'val': 30}
 
 
 def test_failed_run_leaves_previous_output_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, 'PIECE_BYTES', 256)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 256)
     monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 40)}", f'--out_dir={out}'])
@@ -343,28 +346,28 @@ def test_failed_run_leaves_previous_output_untouched(tmp_path, monkeypatch):
 
 
 def test_invalid_utf8_offset_across_blocks_and_replace(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, 'PIECE_BYTES', 8)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 8)
     data = ('é' * 20).encode() + b'\xc3(' + b' tail\n' * 20  # the bad sequence starts at byte 40
     path = write(tmp_path / 'x.txt', data)
     with pytest.raises(P.UsageError, match='at byte 40;'):
         P.main([f'--input={path}', f'--out_dir={tmp_path}/out'])
     P.main([f'--input={path}', f'--out_dir={tmp_path}/out', '--errors=replace'])
-    tok = P.load_tokenizer(P.read_meta(f'{tmp_path}/out'))
+    tok = tokenizer.load_tokenizer(D.read_meta(f'{tmp_path}/out'))
     text = tok.decode(np.concatenate([read_split(f'{tmp_path}/out', s) for s in ('train', 'val')]).tolist())
     assert text == data.decode('utf-8', errors='replace')
 
 
 def test_split_boundaries():
-    many = [P.Doc(f'd{i}', 10, data=b'x' * 9 + b'\n') for i in range(50)]
-    assert P.plan_split(many, 0.1) == (45, 0, 'document')
-    lines = [P.Doc('one', 200, data=b'abcdefghi\n' * 20)]
-    assert P.plan_split(lines, 0.1) == (0, 180, 'line')
-    assert P.plan_split(lines, 0.12) == (0, 180, 'line')  # the cut moves forward to the next line
+    many = [corpus.Doc(f'd{i}', 10, data=b'x' * 9 + b'\n') for i in range(50)]
+    assert corpus.plan_split(many, 0.1) == (45, 0, 'document')
+    lines = [corpus.Doc('one', 200, data=b'abcdefghi\n' * 20)]
+    assert corpus.plan_split(lines, 0.1) == (0, 180, 'line')
+    assert corpus.plan_split(lines, 0.12) == (0, 180, 'line')  # the cut moves forward to the next line
     wide = 'é' * 100  # 200 bytes and no newline: cut at a character boundary
-    i, off, how = P.plan_split([P.Doc('w', 200, data=wide.encode())], 0.105)
+    i, off, how = corpus.plan_split([corpus.Doc('w', 200, data=wide.encode())], 0.105)
     assert how == 'character' and off % 2 == 0 and 170 <= off <= 180
     with pytest.raises(P.UsageError, match='too small'):
-        P.plan_split([P.Doc('tiny', 5, data=b'hello')], 0.05)
+        corpus.plan_split([corpus.Doc('tiny', 5, data=b'hello')], 0.05)
 
 
 def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
@@ -377,15 +380,15 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
     assert not (tmp_path / 'out').exists()
     # a file with Tiny Shakespeare's sha256 (here a stand-in) is recognised, from --input or from the cache
     fake = ('ROMEO:\nBut soft!\n\n' * 50).encode()
-    monkeypatch.setattr(P, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
-    monkeypatch.setattr(P, 'SHAKESPEARE_BYTES', len(fake))
+    monkeypatch.setattr(corpus, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
+    monkeypatch.setattr(corpus, 'SHAKESPEARE_BYTES', len(fake))
     P.main([f"--input={write(tmp_path / 'input.txt', fake)}", f'--out_dir={tmp_path}/a'])
-    assert P.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
+    assert D.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
     os.makedirs(cache)
     write(cache / 'tinyshakespeare.txt', fake)
     monkeypatch.chdir(tmp_path)
     P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
-    assert P.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
+    assert D.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
 
 
 # -----------------------------------------------------------------------------
@@ -394,26 +397,26 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
 def test_ranks_file_without_every_byte_is_one_line(tmp_path):
     """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack."""
     with pytest.raises(P.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
-        P.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
+        tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
     dup = write(tmp_path / 'dup.tiktoken', open(tiny_ranks_file(tmp_path / 'b.tiktoken'), 'rb').read()
                 + base64.b64encode(b'xyz') + b' 300\n' + base64.b64encode(b'xy') + b' 300\n')
     with pytest.raises(P.UsageError, match='same rank'):
-        P.tiktoken_from_file(dup)
+        tokenizer.tiktoken_from_file(dup)
 
 
 def test_text_without_cut_points_is_cut_anyway(tmp_path, monkeypatch):
     """BPE text with no cut point (one long run of punctuation: a single pre-token) is cut every
     CUT_FREE_CHARS, so no piece (and no encoding's memory) grows with the file; the ids still decode to it."""
-    monkeypatch.setattr(P, 'PIECE_BYTES', 32)
-    monkeypatch.setattr(P, 'CUT_FREE_CHARS', 100)
+    monkeypatch.setattr(corpus, 'PIECE_BYTES', 32)
+    monkeypatch.setattr(corpus, 'CUT_FREE_CHARS', 100)
     text = '.,;' * 1000 + '\n' + '{"k":[12,"x"]}' * 100 + ' the end\n' * 100
-    doc = P.Doc('t', len(text.encode()), data=text.encode())
-    pieces = [piece for piece, _ in P._texts(doc, 0, doc.size, 'strict', bpe=True)]
+    doc = corpus.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=True)]
     assert ''.join(pieces) == text and max(map(len, pieces)) <= 100 + 32
     out = tmp_path / 'out'
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     P.main([f"--input={write(tmp_path / 'one.txt', text)}", f'--tokenizer={ranks}', f'--out_dir={out}'])
-    tok = P.load_tokenizer(P.read_meta(str(out)))
+    tok = tokenizer.load_tokenizer(D.read_meta(str(out)))
     ids = np.concatenate([read_split(out, s) for s in ('train', 'val')])
     assert tok.decode(ids.tolist()) == '<|endoftext|>' + text
 
@@ -425,7 +428,7 @@ def files(folder):
 def dataset(folder):
     """What the readers see: the tokenizer and each split's tokens, or the one-line error."""
     try:
-        meta = P.read_meta(str(folder))
+        meta = D.read_meta(str(folder))
         tokens = {s: read_split(folder, s).tolist() for s in ('train', 'val')}
         return meta['tokenizer']['kind'], meta['tokens'], tokens
     except P.UsageError as e:
@@ -513,7 +516,7 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
     P.main([*old_args, f'--out_dir={pristine}'])
     P.main([*new_args, f'--out_dir={tmp_path / "ref"}'])
     old, new = dataset(pristine), dataset(tmp_path / 'ref')
-    assert old != new and len(P.find_shards(str(pristine), 'train')) > 1
+    assert old != new and len(D.find_shards(str(pristine), 'train')) > 1
     seen = set()
     for step in range(1, 200):
         out = tmp_path / f'out{step}'
@@ -525,7 +528,7 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
         seen.add('old' if got == old else 'new')
         P.main([*new_args, f'--out_dir={out}'])  # the next run cleans up whatever the killed one left
         assert dataset(out) == new
-        meta = P.read_meta(str(out))
+        meta = D.read_meta(str(out))
         assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
         shutil.rmtree(out)
         if code == 0:
@@ -555,7 +558,7 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
         with monkeypatch.context() as m:
             for name in ('replace', 'remove', 'fsync', 'rmdir'):
                 m.setattr(os, name, counted(getattr(os, name)))
-            m.setattr(P, '_ShardWriter', type('W', (P._ShardWriter,), {'close': counted(P._ShardWriter.close)}))
+            m.setattr(P, 'DatasetWriter', type('W', (P.DatasetWriter,), {'close_shard': counted(P.DatasetWriter.close_shard)}))
             try:
                 P.main(new_args)
                 failed = None

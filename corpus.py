@@ -1,0 +1,228 @@
+"""
+The text prepare.py tokenises: a corpus is a list of documents (files, or bytes in memory), read in
+pieces of about 1 MB so a large corpus is never held whole, split into train and val, and cut into
+pieces that encode in parallel to exactly the ids of the whole text.
+"""
+import bisect
+import codecs
+import collections
+import dataclasses
+import glob
+import hashlib
+import io
+import itertools
+import os
+import re
+import sys
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from configurator import UsageError, atomic_write
+from data import makedirs
+
+SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
+SHAKESPEARE_BYTES = 1115394
+PIECE_BYTES = 1 << 20  # text is read, decoded and encoded in pieces of about 1 MB
+CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) for this long is cut anyway (bounds memory)
+
+
+@dataclasses.dataclass
+class Doc:
+    name: str
+    size: int           # bytes
+    path: str = None    # read from this file ...
+    data: bytes = None  # ... or from memory
+
+
+def blocks(doc, start, end):
+    with open(doc.path, 'rb') if doc.data is None else io.BytesIO(doc.data) as f:
+        f.seek(start)
+        while start < end:
+            block = f.read(min(PIECE_BYTES, end - start))
+            if not block:
+                raise UsageError(f"{doc.path} shrank while being read")
+            start += len(block)
+            yield block
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            h.update(block)
+    return h.hexdigest()
+
+
+def pydoc_corpus():
+    from pydoc_data.topics import topics  # Python's reference manual, in every CPython
+    texts = {key: topics[key].encode() for key in sorted(topics)}
+    docs = [Doc(f"pydoc_data.topics[{key!r}]", len(data), data=data) for key, data in texts.items()]
+    v = sys.version_info
+    return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} reference manual "
+                  "(pydoc_data.topics), one document per topic in sorted key order"}
+
+
+def shakespeare_corpus(cache_dir):
+    path = os.path.join(cache_dir, 'tinyshakespeare.txt')
+    if not (os.path.isfile(path) and sha256_file(path) == SHAKESPEARE_SHA256):
+        try:
+            with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as r:
+                data = r.read()
+        except OSError as e:  # URLError, timeouts
+            raise UsageError(f"cannot download Tiny Shakespeare ({e}); fetch {SHAKESPEARE_URL} "
+                             f"yourself and pass --input=path/to/input.txt") from None
+        if hashlib.sha256(data).hexdigest() != SHAKESPEARE_SHA256:
+            raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; "
+                             f"pass a good copy with --input=PATH")
+        makedirs(cache_dir)
+        atomic_write(path, lambda f: f.write(data))
+    return file_corpus([path])
+
+
+def file_corpus(inputs):
+    paths = []
+    for pattern in inputs:
+        if any(c in pattern for c in '*?['):
+            matches = sorted(glob.glob(pattern, recursive=True))
+            if not matches:
+                raise UsageError(f"--input={pattern!r} matches no file")
+        elif os.path.exists(pattern):
+            matches = [pattern]
+        else:
+            raise UsageError(f"--input={pattern!r}: no such file or directory")
+        for m in matches:
+            if not os.path.isdir(m):
+                paths.append(m)
+                continue
+            for root, dirs, names in os.walk(m):  # a directory: every file below it, hidden ones aside
+                dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+                paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
+    unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]  # first mention wins
+    docs = [Doc(p, os.path.getsize(p), path=p) for p in unique]
+    stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
+    source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
+              'files': len(docs)}
+    if len(docs) == 1 and docs[0].size == SHAKESPEARE_BYTES and sha256_file(docs[0].path) == SHAKESPEARE_SHA256:
+        source.update(name='shakespeare', description='Tiny Shakespeare (karpathy/char-rnn)',
+                      url=SHAKESPEARE_URL)
+    return [d for d in docs if d.size], source
+
+
+def plan_split(docs, val_fraction):
+    """Where val starts: (document index, byte offset in it, how). Val is the last val_fraction of
+    the bytes, cut at the nearest document boundary when one lies within 20% of that size (many
+    documents), else after the next newline (else at a character boundary) inside the document."""
+    starts = list(itertools.accumulate([d.size for d in docs], initial=0))
+    total = starts[-1]
+    target = round(total * (1 - val_fraction))  # the first byte of val
+    near = min(starts[1:-1], key=lambda b: abs(b - target), default=None)
+    if near is not None and abs(near - target) <= 0.2 * (total - target):
+        return starts.index(near), 0, 'document'
+    i = bisect.bisect_right(starts, target) - 1  # the document that holds the target byte
+    if 0 < target < total:
+        off = target - starts[i]
+        s = max(off - 1, 0)  # search from the byte before, so a target that starts a line stays put
+        rest = b''.join(blocks(docs[i], s, min(docs[i].size, off + (1 << 20))))
+        if b'\n' in rest:
+            how, off = 'line', s + rest.index(b'\n') + 1
+        else:  # step over UTF-8 continuation bytes (0b10xxxxxx) to the start of a character
+            skip = next((k for k, b in enumerate(rest[off - s:]) if b & 0xC0 != 0x80), len(rest))
+            how, off = 'character', off + skip
+        if off < docs[i].size:
+            return i, off, how
+        if i + 1 < len(docs):
+            return i + 1, 0, 'document'
+    raise UsageError(f"the corpus ({total} bytes) is too small to split off val_fraction={val_fraction}; "
+                     f"add text or change --val_fraction")
+
+
+# -----------------------------------------------------------------------------
+# Decoding and encoding, piece by piece
+
+# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of encoding it
+# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's) all end
+# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text with
+# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters. Not
+# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2 splits it
+# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all three.
+# Char and byte ids do not depend on context, so their text is cut anywhere.
+_CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
+
+
+def cut_point(text, start):
+    """Index just after the last match of _CUT at or after `start`; 0 if there is none."""
+    last = None
+    for last in _CUT.finditer(text, max(start, len(text) - 4096)):
+        pass
+    if last is None:
+        for last in _CUT.finditer(text, start):
+            pass
+    return last.end() if last else 0
+
+
+def texts(doc, start, end, errors, *, bpe):
+    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
+    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed.
+    Text that runs CUT_FREE_CHARS characters (1M) with no cut point (long minified code or JSON, a base64
+    blob, one huge run of punctuation) is cut anyway where the block read ends, at a character boundary:
+    encoding one pre-token of n bytes takes ~45n bytes of memory, so a piece must stay bounded. Only there
+    the ids can differ from encoding the text whole (the tokens of the BPE word or two that straddle such a
+    cut); the ids still decode to exactly the text. Text with a cut point every 1M characters (any prose,
+    any text with line breaks between non-blank lines) never meets this."""
+    decoder = codecs.getincrementaldecoder('utf-8')(errors)
+    carry, pos = '', start
+    for block in blocks(doc, start, end):
+        pending = len(decoder.getstate()[0])  # bytes of a character split across blocks
+        try:
+            text = carry + decoder.decode(block, final=pos + len(block) == end)
+        except UnicodeDecodeError as e:
+            raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
+                             f"fix the file or pass --errors=replace") from None
+        pos += len(block)
+        # the carry holds no cut point, so look only from its last character on (linear, not quadratic)
+        cut = cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
+        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway (see above)
+            cut = len(text)
+        if cut:
+            yield text[:cut], pos - start
+        carry = text[cut:]
+
+
+
+def ordered_map(fn, items, workers):
+    """fn(item) on `workers` threads, results in order, at most 2 * workers pieces in flight (memory)."""
+    with ThreadPoolExecutor(workers) as pool:
+        pending = collections.deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+
+def split_parts(docs, cut):
+    """(split, doc, first byte, end byte) for every document, train first; one document may be cut in two."""
+    k, off, _ = cut
+    for i, d in enumerate(docs):
+        if i < k:
+            yield 'train', d, 0, d.size
+        elif i == k and off:
+            yield 'train', d, 0, off
+            yield 'val', d, off, d.size
+        else:
+            yield 'val', d, 0, d.size
+
+
+def pieces(parts, *, sep, eot, errors, bpe):
+    """(split, text, ids that go before the text, bytes read so far) in corpus order. With an end-of-text
+    token (`eot`) `sep` starts every document, as in llm.c's fineweb.py; else it goes between documents."""
+    done = 0
+    for n, (split, doc, start, end) in enumerate(parts):
+        new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
+        for text, read in texts(doc, start, end, errors, bpe=bpe):
+            yield split, text, sep if new_doc else sep[:0], done + read
+            new_doc = False
+        done += end - start

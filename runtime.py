@@ -1,0 +1,461 @@
+"""
+How a training run executes: its settings (`TrainConfig`, with the learning-rate schedule), the device
+and precision, the processes (`Distributed`: one, or those torchrun started), Ctrl-C and SIGTERM
+(`StopSignals`), the clock and the budgets (`Progress`), and the watch for a loss that is not finite.
+train.py reads as a loop over these; sample.py, bench.py and probe.py share the device helpers.
+"""
+import dataclasses
+import datetime
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from configurator import UsageError, require
+from model import GPTConfig, check_optimizer
+
+DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+@dataclass
+class TrainConfig(GPTConfig):
+    """Every default of a run: the model's GPTConfig fields plus nanoGPT's training keys."""
+    # I/O
+    out_dir: str = 'out'               # where ckpt.pt, log.jsonl and config.json go
+    data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
+    init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
+    eval_iters: int = 200              # batches per split and evaluation, the same ones every time
+    log_interval: int = 1              # iterations between progress lines / log rows
+    always_save_checkpoint: bool = True  # else save at evals only when val loss improves
+    # data
+    vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
+    batch_size: int = 12               # micro-batch size of one process
+    gradient_accumulation_steps: int = 40  # global: divided among the processes
+    # optimizer, linear warmup then cosine decay
+    optimizer: str = 'adamw'           # 'adamw', or 'muon' (Muon for hidden 2-D matrices, AdamW for the rest)
+    learning_rate: float = 6e-4        # peak learning rate, after warmup
+    max_iters: int = 600000            # stop after this many optimizer steps
+    weight_decay: float = 1e-1         # AdamW decoupled decay of >= 2-D weights
+    beta1: float = 0.9                 # AdamW first-moment decay
+    beta2: float = 0.95                # AdamW second-moment decay
+    grad_clip: float = 1.0             # 0 = no clipping
+    decay_lr: bool = True              # warmup + cosine decay; False = constant learning_rate
+    warmup_iters: int = 2000           # linear warmup steps
+    lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
+    min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
+    # budgets for comparing architectures at equal tokens or equal training time; 0 = no limit
+    max_tokens: int = 0                # stop after this many training tokens (equal-token budget)
+    max_seconds: float = 0.0           # counts train_s: time in training steps, evals excluded
+    max_flops: float = 0.0             # stop at this many training FLOPs (tokens x GPT.flops_per_token)
+    # system
+    device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
+    dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
+    compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
+    peak_flops: float = 0.0            # for MFU; 0 = the GPU's bf16 peak by name (PEAK_TFLOPS), none on CPU
+    ddp_timeout_s: float = 1800.0      # DDP: a process that waits this long on the others stops the run with a message
+    seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
+
+    def __post_init__(self):
+        for name, allowed in (('init_from', ('scratch', 'resume')), ('dtype', DTYPES)):
+            require(self, name, lambda v: v in allowed, f"is not one of {', '.join(allowed)}")
+        check_optimizer(self.optimizer)
+        require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters log_interval',
+                lambda v: v >= 1, "must be at least 1")
+        require(self, 'max_iters warmup_iters lr_decay_iters max_tokens seed vocab_size',
+                lambda v: v >= 0, "must not be negative")
+        require(self, 'max_seconds max_flops weight_decay grad_clip min_lr', lambda v: 0 <= v < math.inf,
+                "must be a finite number, not negative")
+        require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
+        require(self, 'ddp_timeout_s', lambda v: 0 < v < math.inf, "must be a positive number of seconds")
+        require(self, 'beta1 beta2', lambda v: 0 <= v < 1, "must be in [0, 1)")
+        if self.min_lr > self.learning_rate:
+            raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
+        if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
+            raise ValueError(f"lr_decay_iters={self.lr_decay_iters} must exceed warmup_iters="
+                             f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
+        # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
+        GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
+
+    def model_args(self):
+        """The GPTConfig fields of this config, as a dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+    def lr_at(self, it):
+        """Learning rate at iteration `it`: linear warmup, then cosine decay to min_lr at lr_decay_iters."""
+        if not self.decay_lr:
+            return self.learning_rate
+        if it < self.warmup_iters:
+            return self.learning_rate * (it + 1) / (self.warmup_iters + 1)
+        if it > self.lr_decay_iters:
+            return self.min_lr
+        decay_ratio = (it - self.warmup_iters) / (self.lr_decay_iters - self.warmup_iters)
+        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 down to 0
+        return self.min_lr + coeff * (self.learning_rate - self.min_lr)
+
+
+def config_text(config, width=110):
+    """'config: k=v k=v ...' wrapped at `width` between pairs, never inside a value."""
+    lines, line = [], 'config:'
+    for pair in (f"{k}={v!r}" for k, v in config.items()):
+        if len(line) + 1 + len(pair) > width and line.strip() != 'config:':
+            lines.append(line)
+            line = '   '
+        line += ' ' + pair
+    return '\n'.join(lines + [line])
+
+
+# -----------------------------------------------------------------------------
+# device and precision
+
+def resolve_device(name='auto'):
+    """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
+    if name == 'auto':
+        if torch.cuda.is_available():
+            return 'cuda'
+        return 'mps' if torch.backends.mps.is_available() else 'cpu'
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        raise UsageError(f"device {name!r} is not a device name; use auto, cpu, cuda, cuda:N or mps") from None
+    if kind == 'cuda' and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r}: CUDA is not available here; use --device=cpu (or auto)")
+    if kind == 'mps' and not torch.backends.mps.is_available():
+        raise UsageError(f"device {name!r}: MPS is not available here; use --device=cpu (or auto)")
+    return name
+
+
+def resolve_dtype(name, device_type):
+    """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
+    if name == 'auto':
+        if device_type != 'cuda':
+            return 'float32'
+        return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+    if name == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
+        raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or float32")
+    return name
+
+
+def autocast_context(device_type, dtype):
+    """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
+    dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.amp.autocast(device_type=device_type, dtype=dtype)
+
+
+# dense bf16 peaks (TFLOP/s) by GPU name, for MFU; other GPUs need --peak_flops
+# (matched as substrings of torch.cuda.get_device_name, most specific first)
+PEAK_TFLOPS = [('H200', 989), ('H100 PCIe', 756), ('H100 NVL', 835), ('H100', 989), ('A100', 312),
+               ('L40S', 362), ('L40', 181), ('L4', 121), ('A10G', 125), ('RTX 4090', 165)]
+
+
+def peak_flops(device, override=0.0):
+    """Peak FLOP/s that MFU divides by: the override, else the GPU's bf16 dense peak; None on CPU/MPS."""
+    if override:
+        return override
+    if not device.startswith('cuda'):
+        return None
+    name = torch.cuda.get_device_name(torch.device(device))
+    return next((tf * 1e12 for key, tf in PEAK_TFLOPS if key in name), None)
+
+
+def sync_device(device_type):
+    """Wait for queued GPU work, so that a clock read measures it."""
+    if device_type == 'cuda':
+        torch.cuda.synchronize()
+    elif device_type == 'mps':
+        torch.mps.synchronize()
+
+
+# -----------------------------------------------------------------------------
+# the processes of a run
+
+class Distributed:
+    """
+    One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every collective
+    the loop needs, written so that with one process each is a no-op. The master (rank 0) prints, logs
+    and writes checkpoints.
+    """
+
+    def __init__(self):
+        self.ddp = int(os.environ.get('RANK', -1)) != -1
+        self.rank, self.local_rank = int(os.environ.get('RANK', 0)), int(os.environ.get('LOCAL_RANK', 0))
+        self.world = int(os.environ.get('WORLD_SIZE', 1))
+        self.master = self.rank == 0
+        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
+
+    def device(self, device):
+        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
+
+    @contextmanager
+    def running(self, device, timeout_s, ckpt_path):
+        """The process group for the run inside the block: a process that waits timeout_s on the others
+        (one stopped, crashed or hangs) ends with a line naming its rank instead of hanging; the ranks
+        leave together and the group is destroyed while the interpreter is alive."""
+        if not self.ddp:
+            yield self
+            return
+        # Imported first, before the group exists: this module binds `group=group.WORLD` as default arguments
+        # when first imported, and DDP imports it (through torch._dynamo). Imported later, it would keep the
+        # group alive past destroy_process_group, its gloo threads would die with the interpreter, and that
+        # aborts a finished rank now and then ("terminate called without an active exception").
+        import torch.distributed.nn.functional as _  # noqa: F401
+        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
+        try:
+            if cuda:
+                torch.cuda.set_device(device)
+                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)  # a CPU all-reduce: no GPU sync
+            yield self
+            dist.barrier()  # none tears down its group while another still uses it
+        except RuntimeError as e:
+            if not (isinstance(e, dist.DistError) or any(s in str(e) for s in (
+                    'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))):
+                raise
+            kept = f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else "no checkpoint was saved"
+            raise UsageError(f"rank {self.rank} of {self.world}: the other processes did not answer within "
+                             f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
+                             f"output); {kept}; {str(e).strip().splitlines()[0][:200]}") from None
+        finally:
+            dist.destroy_process_group()
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM):
+        if self.ddp:
+            dist.all_reduce(t, op=op)
+        return t
+
+    def agree(self, *flags):
+        """The flags OR-ed over the processes, so that every process stops at the same point."""
+        if not self.ddp:
+            return [bool(f) for f in flags]
+        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.ctrl)
+        return [bool(f) for f in t.tolist()]
+
+    def gather(self, obj):
+        """[obj of rank 0, obj of rank 1, ...] in every process."""
+        out = [obj] * self.world
+        if self.ddp:
+            dist.all_gather_object(out, obj)
+        return out
+
+
+def micro_steps(accumulation, world):
+    """Micro-steps of each process per iteration. gradient_accumulation_steps is global, divided among
+    the processes; where it does not divide (1 over 8 GPUs) each process does ceil(A / N), so an
+    iteration holds at least the micro-batches the config asks for, and then more tokens."""
+    return -(-accumulation // world)
+
+
+# -----------------------------------------------------------------------------
+# stopping: signals, budgets, the clock
+
+class StopSignals:
+    """
+    SIGINT / SIGTERM while training: the first is acknowledged at once and noted (the loop finishes
+    its step, or cuts an evaluation short, then saves and exits); a second acts as it usually does
+    (Ctrl-C: KeyboardInterrupt, exit code 130). Only the main thread can take signals.
+    While `cut_short` is set (a single-process evaluation, which changes nothing) the first signal
+    also raises CutShort at once, even inside one long batch (an 85M model's takes a minute on a CPU).
+    """
+
+    class CutShort(Exception):
+        pass
+
+    def __init__(self, *, announce):
+        self.received, self.previous, self.announce = [], {}, announce
+        self.cut_short = False
+
+    def install(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self):
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+    def on_signal(self, signum, frame):
+        self.received.append(signum)
+        self.restore()
+        if self.announce:
+            again = 'Ctrl-C again' if signum == signal.SIGINT else 'a second signal'
+            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint; "
+                  f"{again} to abort", file=sys.stderr, flush=True)
+        if self.cut_short:
+            self.cut_short = False
+            raise self.CutShort
+
+    def __bool__(self):
+        return bool(self.received)
+
+    def exit(self, where, *, announce):
+        """Say which signal stopped the run `where`, and exit with 128 + its number, as a shell does."""
+        signum = (self.received or [signal.SIGTERM])[0]  # or another process's signal
+        if announce:
+            print(f"stopped by {signal.Signals(signum).name} {where}")
+        raise SystemExit(128 + signum)
+
+
+def duration(seconds):
+    """4.2s, 42s, 1m32s, 5h03m, 3d04h: a duration at the precision an ETA deserves."""
+    if seconds < 9.95:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+class Progress:
+    """
+    The run's clock and budgets: which budget ends the run first, whether it has (`stop_reason`), whether
+    an evaluation is due, and the progress line with its ETA. Iterations, tokens and FLOPs grow together,
+    so each of those budgets is an iteration to reach; max_seconds counts train_s, the clock's seconds
+    less the pauses (evaluations, checkpoints). The ETA adds the evaluations still to come.
+    """
+
+    def __init__(self, cfg, *, iter_num, tokens_seen, tokens_per_iter, flops_per_token, train_s=0.0, elapsed_s=0.0):
+        ends = [(cfg.max_iters, 'max_iters')]
+        for budget, tokens in (('max_tokens', cfg.max_tokens), ('max_flops', cfg.max_flops / flops_per_token)):
+            if tokens:
+                ends.append((iter_num + max(math.ceil((tokens - tokens_seen) / tokens_per_iter), 0), budget))
+        self.end_iter, self.budget = min(ends)
+        self.max_seconds, self.eval_interval = cfg.max_seconds, cfg.eval_interval
+        self.eval_s = 0.0  # seconds per evaluation and checkpoint: estimated at start, then measured
+        self.train_s0, self.elapsed_s0, self.t0, self.pause_s = train_s, elapsed_s, time.time(), 0.0
+
+    def start(self):
+        """Start the clock: train_s and elapsed_s count from here, on top of a resumed run's."""
+        self.t0, self.pause_s = time.time(), 0.0
+
+    @property
+    def elapsed_s(self):
+        return self.elapsed_s0 + time.time() - self.t0
+
+    @property
+    def train_s(self):
+        return self.train_s0 + time.time() - self.t0 - self.pause_s
+
+    @contextmanager
+    def paused(self, evaluation=False):
+        """Time inside the block is not training time; an evaluation's (with its checkpoint) is what the
+        ETA counts for each one still to come."""
+        t0 = time.time()
+        try:
+            yield
+        finally:
+            self.pause_s += time.time() - t0
+            self.eval_s = time.time() - t0 if evaluation else self.eval_s
+
+    def stop_reason(self, iter_num, out_of_time, signalled):
+        """Why the run stops before iteration `iter_num`, or None: a signal first, then the budget reached."""
+        if signalled:
+            return 'signal'
+        if iter_num >= self.end_iter:
+            return self.budget
+        return 'max_seconds' if out_of_time else None
+
+    def out_of_time(self):
+        return bool(self.max_seconds) and self.train_s >= self.max_seconds
+
+    def eval_due(self, iter_num, stop):
+        """An evaluation every eval_interval iterations and at the end (not after a signal)."""
+        return (iter_num % self.eval_interval == 0 or stop is not None) and stop != 'signal'
+
+    def left(self, done, train_s, s_per_iter):
+        """(iterations still to run after `done`, the budget that ends the run)."""
+        iters = max(self.end_iter - done, 0)
+        if self.max_seconds and (self.max_seconds - train_s) < iters * s_per_iter:
+            return max(self.max_seconds - train_s, 0.0) / s_per_iter, 'max_seconds'
+        return iters, self.budget
+
+    def seconds_left(self, done, train_s, s_per_iter):
+        """Training and evaluation seconds until the run ends, `done` iterations in."""
+        iters, _ = self.left(done, train_s, s_per_iter)
+        end, every = done + int(iters), self.eval_interval
+        evals = end // every - (done - 1) // every + (end % every != 0)  # evals at iterations done..end
+        return iters * s_per_iter + evals * self.eval_s
+
+    def status(self, iter_num, train_s, s_per_iter):
+        """'iter 249/2000 (12%)', or 'iter 249 (41% of max_seconds)', and 'ETA 1m32s' after step iter_num."""
+        done = iter_num + 1
+        iters, budget = self.left(done, train_s, s_per_iter)
+        if budget == 'max_seconds':
+            where = f"iter {iter_num} ({100 * min(train_s / self.max_seconds, 1):.0f}% of max_seconds)"
+        else:
+            of = '' if budget == 'max_iters' else f" of {budget}"
+            where = f"iter {iter_num}/{self.end_iter} ({100 * min(done / max(self.end_iter, 1), 1):.0f}%{of})"
+        return where, f"ETA {duration(self.seconds_left(done, train_s, s_per_iter))}"
+
+    def start_estimate(self, micro_s, *, accum, eval_batches, iter_num, train_s, device_type):
+        """From one timed micro-step: the eval estimate, and a warning line when the run would take
+        hours on a CPU (a bare `python train.py` there: 85M parameters, 491,520 tokens per iteration)."""
+        self.eval_s = eval_batches * micro_s / 3  # forward only: about a third of forward + backward
+        s_per_iter = micro_s * accum
+        total = self.seconds_left(iter_num, train_s, s_per_iter)
+        if device_type == 'cuda' or total < 3600:
+            return None
+        iters, budget = self.left(iter_num, train_s, s_per_iter)
+        return (f"note: this run would take about {duration(total)} on the {device_type.upper()} "
+                f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals included); "
+                f"for a first run try `python train.py configs/quick.py`, or lower max_iters, or use a GPU")
+
+
+# -----------------------------------------------------------------------------
+# a loss that is not finite
+
+class NonFiniteLoss(UsageError):
+    """The loss became nan or inf: the run stops with one line and saves nothing."""
+
+
+class NonFiniteWatch:
+    """
+    Notes the first iteration whose loss is nan or inf without waiting for the GPU (one tensor op per
+    step); check() reads it, agreed over the processes, at steps that sync anyway (log, eval, save), and
+    stops the run with one line naming the iteration and what to try.
+    """
+
+    def __init__(self, cfg, device, dist):
+        self.cfg, self.dist = cfg, dist
+        self.first = torch.full((), math.inf, device=device)  # inf: no bad loss yet
+
+    def step(self, loss, iter_num):
+        self.first = torch.where(torch.isfinite(loss), self.first, self.first.clamp(max=iter_num))
+
+    def check(self, iter_num, *values, model=None, kept=''):
+        """Stop if a loss so far, one of `values` or (with `model`) a weight is not finite: a step on inf
+        gradients spoils the weights before any loss shows it."""
+        first = self.dist.all_reduce(self.first.clone(), dist.ReduceOp.MIN).item()
+        ok = first == math.inf and all(math.isfinite(v) for v in values)
+        if model is not None:
+            ok = ok and all(torch.isfinite(p).all() for p in model.parameters())
+        if not ok:
+            at = int(first) if math.isfinite(first) else iter_num
+            raise NonFiniteLoss(f"loss is not finite at iter {at}: stopped without saving{kept}; "
+                                f"try {non_finite_advice(self.cfg)}")
+
+
+def non_finite_advice(cfg):
+    """What to try after a nan/inf loss, leaving out what the run already does."""
+    tips = ["a lower learning_rate"]
+    if cfg.warmup_iters == 0 and cfg.decay_lr:
+        tips.append("warmup_iters > 0")
+    if cfg.grad_clip == 0 or cfg.grad_clip > 1.0:
+        tips.append("grad_clip=1.0")
+    if cfg.dtype == 'float16':  # float16 overflows where bfloat16 (or float32) does not
+        bf16 = not cfg.device.startswith('cuda') or torch.cuda.is_bf16_supported()
+        tips.append("dtype=bfloat16" if bf16 else "dtype=float32")
+    return ', '.join(tips[:-1]) + (' or ' if len(tips) > 1 else '') + tips[-1]

@@ -1,0 +1,450 @@
+"""
+Compare architectures by what they learn: train every config through train.py over seeds x a
+learning-rate grid at one budget (or at several sizes), one record per finished run in a results file,
+then tables and plots from that file alone.
+
+    python sweep.py --seeds=3 --lr=5e-4,1e-3,2e-3 --jobs=2        # every config: seeds x lr grid
+    python sweep.py --seeds=3 --lr=tuned --max_flops=8e12          # ... at equal training FLOPs, tuned lr
+    python sweep.py --scaling --sizes=2x64,4x128,6x192 --lr=tuned  # loss vs FLOPs, compute multipliers
+    python sweep.py --configs=gpt,gmlp --block_size=256 --data_dir=data/shakespeare_char   # any train.py key
+    python sweep.py --report --results=results/sweep_shakespeare.jsonl   # tables and plots again, no training
+    python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
+    python sweep.py --quick                                        # the same machinery in about a minute
+
+Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py key
+given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each finished
+run appends one record to the results file (config, seed, lr, budget, val loss, train seconds, tokens,
+FLOPs, params, the eval curve); re-running skips finished runs, so an interrupted sweep resumes. Budgets
+(max_iters / max_tokens / max_flops) become an iteration count per config and the cosine schedule ends
+there; max_seconds stops by the clock. Results go to out-sweep/ unless --results names a file.
+"""
+import collections
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from checkpoint import config_from_dict, read_jsonl
+from configurator import UsageError, keys_given, parse_config, require, run_main, split_flags
+from data import read_meta
+from model import GPTConfig, count_flops, count_params
+from results import (append_record, arch_key, compute_multiplier, config_paths, groups, markdown_table, mean_std,
+                     pyplot, read_results, save_png)
+from runtime import TrainConfig
+
+BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
+
+
+@dataclass
+class SweepConfig:
+    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: every architecture config
+    scaling: bool = False       # train each config at each of `sizes`: loss vs FLOPs and compute multipliers
+    sizes: list = field(default_factory=lambda: ['2x64', '4x128', '5x160'])  # scaling: LAYERSxWIDTH, heads of 32
+    seeds: int = 1              # seeds 1..N per (config, lr): each changes the init, the batches and dropout
+    lr: list = field(default_factory=list)  # lr grid (e.g. 5e-4,1e-3,2e-3), 'tuned' (best in results), or the config's
+    max_iters: int = 0          # budget: iterations (0 and no other budget: each config's max_iters)
+    max_tokens: int = 0         # budget: equal tokens
+    max_flops: float = 0.0      # budget: equal training FLOPs (GPT.flops_per_token x tokens)
+    max_seconds: float = 0.0    # budget: equal training seconds
+    jobs: int = 1               # runs at once, each with cores/jobs threads
+    results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl
+    report: bool = False        # tables and plots from the results file only, no training
+    quick: bool = False         # a few-minute sweep: 2 layers of 64, 100 iterations, 2 seeds, 2 lrs
+    out_prefix: str = 'out-sweep'  # run directories (and the default results file) go in this folder
+    plot: bool = False          # --plot DIR [DIR ...]: plot existing runs
+    json: bool = False          # print JSON instead of markdown tables
+    png: str = ''               # where plots go; '' = the results file's name with .png
+
+    def __post_init__(self):
+        require(self, 'seeds jobs', lambda v: v >= 1, "must be at least 1")
+        require(self, 'max_iters max_tokens', lambda v: v >= 0, "must not be negative")
+        require(self, 'max_flops max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
+
+
+QUICK = dict(max_iters=100, seeds=2, lr=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
+QUICK_TRAIN = ['--eval_iters=10', '--eval_interval=50']  # two evaluations after step 0: a curve to draw
+
+
+# -----------------------------------------------------------------------------
+# planning: which runs a sweep makes
+
+def parse_size(text):
+    """'4x128' -> (n_layer 4, n_embd 128, n_head 4): heads of 32 channels."""
+    try:
+        n_layer, n_embd = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise UsageError(f"size {text!r} is not LAYERSxWIDTH (e.g. 4x128)") from None
+    if n_layer < 1 or n_embd < 32 or n_embd % 32:
+        raise UsageError(f"size {text!r}: need at least 1 layer and a width that is a multiple of 32")
+    return dict(n_layer=n_layer, n_embd=n_embd, n_head=n_embd // 32)
+
+
+def budget_of(sweep):
+    """(kind, value) of the sweep's budget: the one given, else each config's own max_iters."""
+    given = [(k, getattr(sweep, k)) for k in BUDGETS if getattr(sweep, k)]
+    if len(given) > 1:
+        raise UsageError(f"give one budget, not {' and '.join(k for k, _ in given)}")
+    return given[0] if given else ('max_iters', 0)
+
+
+def plan_run(path, sweep, overrides, *, seed, lr, size):
+    """The train.py command line, the record key and the run directory of one run. Token and FLOPs
+    budgets become an iteration count per config, and the learning-rate schedule ends there
+    (lr_decay_iters), so every architecture finishes its cosine decay at the budget whatever its FLOPs
+    per token. The key holds everything that changes the outcome, and the directory is named by it."""
+    name = os.path.basename(path)[:-3]
+    args = [path, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
+    if lr:
+        args += [f'--learning_rate={lr}', f'--min_lr={lr / 10}']
+    cfg = parse_config(TrainConfig, args)
+    kind, value = budget_of(sweep)
+    tokens_per_iter = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
+    iters = cfg.max_iters
+    if kind == 'max_iters':
+        iters = value = value or cfg.max_iters
+    elif kind == 'max_tokens':
+        iters = math.ceil(value / tokens_per_iter)
+    elif kind == 'max_flops':
+        meta = read_meta(cfg.data_dir) if os.path.isdir(cfg.data_dir) else None
+        vocab = cfg.vocab_size or (meta or {}).get('vocab_size') or 50304
+        fpt = count_flops(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab}))
+        iters = math.ceil(value / (tokens_per_iter * fpt))
+    budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
+              'warmup_iters': min(cfg.warmup_iters, max(iters // 10, 0)), **({kind: value} if kind != 'max_iters' else {})}
+    size_label = f"{cfg.n_layer}x{cfg.n_embd}"
+    key = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer, budget=kind,
+               budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size, batch_size=cfg.batch_size)
+    key.update({k: getattr(cfg, k) for k in sorted(keys_given(overrides) - set(key))})  # eval_iters, dropout, ...
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    run_dir = os.path.join(sweep.out_prefix, f"{name}-{size_label}-s{seed}-lr{key['lr']:g}-{cfg.optimizer}-"
+                                             f"{kind}{value:g}-{digest}")
+    cmd = [sys.executable, 'train.py', *args, f'--out_dir={run_dir}', '--log_interval=50',
+           *(f'--{k}={v}' for k, v in budget.items())]
+    return key, run_dir, cmd
+
+
+def learning_rates(sweep, name, records):
+    """The sweep's lr grid for one config: the values given, or 'tuned': the best mean of the results file."""
+    if sweep.lr == ['tuned']:
+        best = tuned_lrs(records).get(name)
+        if best is None:
+            raise UsageError(f"--lr=tuned: the results file has no finished runs of {name} to tune from; "
+                             f"run an lr grid first (--lr=5e-4,1e-3,2e-3)")
+        return [best]
+    try:
+        return [float(v) for v in sweep.lr] or [0.0]  # 0: the config's own
+    except ValueError:
+        raise UsageError(f"--lr={','.join(sweep.lr)}: give numbers (3e-4,1e-3) or 'tuned'") from None
+
+
+def plan_sweep(sweep, paths, overrides, records):
+    sizes = [parse_size(s) for s in sweep.sizes] if sweep.scaling else [None]
+    # seed-major order: an interrupted sweep has compared every config on the same seeds so far
+    plans = []
+    lrs = {path: learning_rates(sweep, os.path.basename(path)[:-3], records) for path in paths}
+    for seed in range(1, sweep.seeds + 1):
+        for size in sizes:
+            for k in range(max(len(v) for v in lrs.values())):
+                for path in paths:
+                    if k < len(lrs[path]):
+                        plans.append(plan_run(path, sweep, overrides, seed=seed, lr=lrs[path][k], size=size))
+    return plans
+
+
+# -----------------------------------------------------------------------------
+# running: independent processes, a record appended as each finishes
+
+def read_log(run_dir):
+    path = os.path.join(run_dir, 'log.jsonl')
+    if not os.path.isfile(path):
+        raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
+    return read_jsonl(path)
+
+
+def run_summary(run_dir):
+    rows = read_log(run_dir)
+    evals = [r for r in rows if 'val_loss' in r]
+    last = rows[-1] if rows else {}
+    params = None
+    if os.path.isfile(os.path.join(run_dir, 'config.json')):  # rebuild the model to count its parameters
+        with open(os.path.join(run_dir, 'config.json')) as f:
+            params = count_params(config_from_dict(json.load(f)))
+    return dict(run=os.path.basename(os.path.normpath(run_dir)),
+                final_val=evals[-1]['val_loss'] if evals else None,
+                best_val=min(r['val_loss'] for r in evals) if evals else None,
+                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
+                seconds=last.get('train_s', last.get('elapsed_s')),
+                ms_per_iter=(1000 * last['train_s'] / last['iter']) if last.get('train_s') and last.get('iter') else None,
+                params=params)
+
+
+def record_of(key, run_dir, cmd, wall_s):
+    """The results-file record of a finished run, from its log.jsonl and config.json."""
+    import torch
+    rows = read_log(run_dir)
+    evals = [r for r in rows if 'val_loss' in r]
+    last = rows[-1]
+    with open(os.path.join(run_dir, 'config.json')) as f:
+        cfg = json.load(f)
+    model = config_from_dict(cfg)
+    return {'key': key, **key, **dict(
+        val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
+        train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'], flops=last.get('flops'),
+        train_s=last.get('train_s'), wall_s=wall_s, params=count_params(model), flops_per_token=count_flops(model),
+        n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
+        curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']] for r in evals],
+        command=' '.join(cmd[1:]), date=time.strftime('%Y-%m-%d'),
+        machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}
+
+
+def run_all(sweep, plans, results_path):
+    """Run every planned run not already in the results file, `jobs` at a time, with progress and ETA."""
+    done = {json.dumps(r['key'], sort_keys=True) for r in read_results(results_path)}
+    todo = [p for p in plans if json.dumps(p[0], sort_keys=True) not in done]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    env = {**os.environ, 'OMP_NUM_THREADS': str(max(1, cores // sweep.jobs))}
+    print(f"{len(todo)} runs to do ({len(plans) - len(todo)} already in {results_path}), {sweep.jobs} at a time, "
+          f"{env['OMP_NUM_THREADS']} thread(s) each", file=sys.stderr, flush=True)
+    started, finished, failed = time.time(), [], []
+
+    def one(plan):
+        key, run_dir, cmd = plan
+        shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted earlier attempt starts over
+        t0 = time.time()
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ['?'])[-1]
+            failed.append(plan)
+            print(f"  failed: {run_dir} (exit {proc.returncode}): {last}\n  rerun: {' '.join(cmd)}",
+                  file=sys.stderr, flush=True)
+            return
+        record = record_of(key, run_dir, cmd, time.time() - t0)
+        append_record(results_path, record)
+        finished.append(plan)
+        n, dt = len(finished) + len(failed), time.time() - started
+        eta = dt / n * (len(todo) - n)
+        print(f"[{n}/{len(todo)}] {os.path.basename(run_dir)}: val {record['val_loss']:.4f} "
+              f"({time.time() - t0:.0f}s; {dt / 60:.1f} min elapsed, ETA {eta / 60:.1f} min)", file=sys.stderr, flush=True)
+
+    with ThreadPoolExecutor(max_workers=sweep.jobs) as pool:
+        list(pool.map(one, todo))
+    print(f"sweep: {len(finished)} runs in {(time.time() - started) / 60:.1f} min"
+          + (f", {len(failed)} failed (rerun the same command to retry them)" if failed else ""), file=sys.stderr)
+    return not failed
+
+
+# -----------------------------------------------------------------------------
+# reporting: tables and plots from the results file alone
+
+def tuned_lrs(records):
+    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW
+    at an iteration budget, at the size with the most runs of that config."""
+    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw']
+    sizes = {}
+    for (name, size), rs in groups(records, 'config', 'size').items():
+        sizes[name] = max(sizes.get(name, (0, None)), (len(rs), size))
+    return {name: best_lr(rs) for (name, size), rs in groups(records, 'config', 'size').items()
+            if size == sizes[name][1]}
+
+
+def best_lr(records):
+    """The grid point with the best mean final val loss, compared on the seeds every grid point has
+    (a grid tuned on seed 1 and replicated at its best must not let a 1-seed mean beat a 3-seed one)."""
+    by_lr = groups(records, 'lr')
+    common = set.intersection(*({r['seed'] for r in rs} for rs in by_lr.values()))
+    return min(by_lr, key=lambda k: mean_std([r['val_loss'] for r in by_lr[k]
+                                              if r['seed'] in common or not common])[0])[0]
+
+
+def summary_rows(records):
+    """One row per (config, size, budget, optimizer): the best lr of its grid, mean ± std (n) there,
+    the grid's means, and the gap to gpt with its standard error."""
+    rows = []
+    for (name, size, budget, value, opt), rs in groups(records, 'config', 'size', 'budget', 'budget_value',
+                                                       'optimizer').items():
+        by_lr = {lr: mean_std([r['val_loss'] for r in g]) for (lr,), g in groups(rs, 'lr').items()}
+        lr = best_lr(rs)
+        at = [r for r in rs if r['lr'] == lr]
+        mean, std, n = by_lr[lr]
+        rows.append(dict(config=name, size=size, budget=f"{budget}={value:g}", optimizer=opt, lr=lr,
+                         val=mean, std=std, n=n, values=[r['val_loss'] for r in at],
+                         val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
+                         grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
+                                         for k in sorted(by_lr)),
+                         params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
+                         flops=mean_std([r['flops'] or 0 for r in at])[0],
+                         train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
+    for row in rows:  # the gap to gpt under the same size, budget and optimizer
+        base = next((b for b in rows if b['config'] == 'gpt' and (b['size'], b['budget'], b['optimizer'])
+                     == (row['size'], row['budget'], row['optimizer'])), None)
+        if base is not None and row is not base:
+            row['gap'] = row['val'] - base['val']
+            if min(row['n'], base['n']) < 2:  # one seed has no spread: say so instead of a false ± 0
+                row['gap_se'], row['vs_gpt'] = None, f"{row['gap']:+.4f} (1 seed: spread unknown)"
+                continue
+            se = math.sqrt(row['std'] ** 2 / row['n'] + base['std'] ** 2 / base['n'])
+            row['gap_se'] = se
+            row['vs_gpt'] = f"{row['gap']:+.4f} ± {se:.4f}" + (' (noise)' if abs(row['gap']) < 2 * se else '')
+    return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['size'], arch_key(r['config'])))
+
+
+SUMMARY_COLUMNS = [
+    ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
+    ('params', 'params', '{:,}'), ('lr', 'best lr', '{:g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('vs_gpt', 'vs gpt (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
+    ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
+]
+SCALING_COLUMNS = [
+    ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('lr', 'lr', '{:g}'),
+    ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('multiplier', 'compute multiplier vs gpt', '{}'),
+]
+RUN_COLUMNS = [
+    ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
+    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'), ('tokens', 'tokens', '{:,}'),
+    ('seconds', 'train s', '{:.0f}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
+]
+
+
+def scaling_rows(rows):
+    """Per (config, size) at one budget: mean FLOPs and loss, and the compute multiplier against gpt."""
+    out = []
+    for (budget, opt), rs in groups(rows, 'budget', 'optimizer').items():
+        ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
+        for r in rs:
+            m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
+            out.append({**r, 'multiplier': f"{m:.2f}" if m else why})
+    return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
+
+
+def plot_curves(ax, xs, curves, label):
+    """A mean curve over seeds with a band from min to max; a run of one evaluation is a marker."""
+    n = min(len(c) for c in curves)
+    mean = [sum(c[i] for c in curves) / len(curves) for i in range(n)]
+    line, = ax.plot(xs[:n], mean, marker='o' if n < 3 else None, ms=4, label=label)
+    ax.fill_between(xs[:n], [min(c[i] for c in curves) for i in range(n)], [max(c[i] for c in curves) for i in range(n)],
+                    color=line.get_color(), alpha=0.2)
+
+
+def plot_sweep(rows, png):
+    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, a band for min..max.
+    The evaluation at step 0 (the untrained model) is left out of the curve."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for row in rows:
+        curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
+        for ax, col in zip(axes, (1, 2)):
+            plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
+                        f"{row['config']} (lr {row['lr']:g}, n={row['n']})")
+    return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: min..max)')
+
+
+def plot_scaling(rows, png):
+    """Final val loss against training FLOPs (log scale), one line per architecture."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, rs in sorted(groups(rows, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
+        rs = sorted(rs, key=lambda r: r['flops'])
+        ax.errorbar([r['flops'] for r in rs], [r['val'] for r in rs], yerr=[r['std'] for r in rs],
+                    marker='o', capsize=3, label=name[0], linewidth=2.5 if name[0] == 'gpt' else 1.2)
+    ax.set_xscale('log')
+    return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'], 'final val loss')
+
+
+def plot_runs(run_dirs, png):
+    """Val loss against tokens and against training seconds, one line per run. False without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for run_dir in run_dirs:
+        evals = [r for r in read_log(run_dir) if 'val_loss' in r]
+        label = os.path.basename(os.path.normpath(run_dir))
+        for ax, key in zip(axes, ('tokens', 'train_s')):
+            plot_curves(ax, [r.get(key, r.get('elapsed_s', 0)) for r in evals], [[r['val_loss'] for r in evals]], label)
+    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss')
+
+
+def report(sweep, results_path, png):
+    records = read_results(results_path)
+    if not records:
+        raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
+    rows = summary_rows(records)
+    if sweep.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
+    parts = groups(rows, 'budget', 'optimizer')
+    plotted = []
+    for (budget, opt), rs in parts.items():
+        tag = f"{budget.split('=')[0]}-{opt}"
+        sizes = collections.Counter(r['size'] for r in rs)
+        main_size = sizes.most_common(1)[0][0]
+        main = [r for r in rs if r['size'] == main_size]
+        if not sweep.json:
+            print(f"\n### {budget}, {opt}, size {main_size}\n")
+            print(markdown_table(main, SUMMARY_COLUMNS))
+        name = png.replace('.png', f'-{tag}.png') if len(parts) > 1 else png
+        if plot_sweep(main, name):
+            plotted.append(name)
+        if len(sizes) > 1:
+            if not sweep.json:
+                print(f"\n### scaling: {budget}, {opt}\n")
+                print(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
+            if plot_scaling(rs, png.replace('.png', f'-{tag}-scaling.png')):
+                plotted.append(png.replace('.png', f'-{tag}-scaling.png'))
+    for p in plotted:
+        print(f"plot: {p}", file=sys.stderr)
+    return rows
+
+
+def main(argv):
+    own, overrides = split_flags(argv, SweepConfig, TrainConfig)
+    positional = [a for a in own if not a.startswith('--')]
+    sweep = parse_config(SweepConfig, [a for a in own if a.startswith('--')], config_files=False, doc=__doc__,
+                         usage="python sweep.py [config.py ... | --configs=NAME,...] [--key=value ...]")
+    if sweep.plot:
+        if not positional:
+            raise UsageError("--plot needs run directories: python sweep.py --plot out-gpt out-gmlp")
+        rows = [run_summary(d) for d in positional]
+        print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
+        png = sweep.png or 'runs.png'
+        if plot_runs(positional, png):
+            print(f"plot: {png}", file=sys.stderr)
+        return rows
+    given = keys_given(argv)
+    if sweep.quick:  # a few-minute version of the same sweep, at tiny sizes
+        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given})
+        overrides = [*QUICK_TRAIN, *overrides]
+        if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
+            overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
+    paths = config_paths(sweep.configs + positional)
+    for path in paths:  # every override is valid for every config before anything runs
+        parse_config(TrainConfig, [path, *overrides])
+    results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
+    png = sweep.png or os.path.splitext(results_path)[0] + '.png'
+    ok = True
+    if not sweep.report:
+        if sweep.max_seconds and sweep.jobs > 1:
+            print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not equal work",
+                  file=sys.stderr)
+        records = read_results(results_path)
+        ok = run_all(sweep, plan_sweep(sweep, paths, overrides, records), results_path)
+    rows = report(sweep, results_path, png)
+    if not ok:
+        raise UsageError(f"some runs failed (see above); {results_path} keeps every finished run")
+    return rows
+
+
+if __name__ == '__main__':
+    run_main(main)
