@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import sys
+import sysconfig
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -61,6 +62,52 @@ def pydoc_corpus():
     v = sys.version_info
     return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} reference manual "
                   "(pydoc_data.topics), one document per topic in sorted key order"}
+
+
+def stdlib_corpus():
+    """The running interpreter's standard library: every .py file under sysconfig's stdlib folder, its test
+    suite included and vendored packages (site-packages) left out, one document per file in sorted relative
+    path order. About 31 MB on CPython 3.11: real code, whose names are defined and used far apart. A file
+    that is not UTF-8 (a few encoding tests) is left out and named. The sha256 covers every path and byte,
+    so a result names exactly the corpus it was trained on."""
+    root = sysconfig.get_paths()['stdlib']
+    paths = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ('site-packages', 'dist-packages', '__pycache__'))
+        paths += [os.path.relpath(os.path.join(folder, n), root) for n in names if n.endswith('.py')]
+    docs, skipped, h = [], [], hashlib.sha256()
+    for rel in sorted(p.replace(os.sep, '/') for p in paths):
+        try:
+            with open(os.path.join(root, rel), 'rb') as f:
+                data = f.read()
+            data.decode('utf-8')
+        except (OSError, UnicodeDecodeError):  # unreadable, or not UTF-8: not part of the corpus
+            skipped.append(rel)
+            continue
+        if not data:  # an empty __init__.py: no text, no document
+            continue
+        h.update(rel.encode() + b'\0' + len(data).to_bytes(8, 'little') + data)
+        docs.append(Doc(rel, len(data), data=data))
+    v, impl = sys.version_info, sys.implementation.name
+    return docs, {'name': 'stdlib', 'python': f"{impl} {v.major}.{v.minor}.{v.micro}", 'root': root,
+                  'files': len(docs), 'bytes': sum(d.size for d in docs), 'sha256': h.hexdigest(),
+                  'skipped': skipped, 'description': f"the .py files of the {impl} {v.major}.{v.minor}.{v.micro} "
+                  "standard library (site-packages excluded), one document per file in sorted path order"}
+
+
+def hashed_split(docs, val_fraction):
+    """(docs reordered, the cut): val is the documents first in the order of their names' sha256, until they
+    hold val_fraction of the bytes; a spread of the whole corpus, the same on every machine. Train documents
+    come first, then val, each in their original order."""
+    order = sorted(range(len(docs)), key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
+    val, size, total = set(), 0, sum(d.size for d in docs)
+    for i in order:
+        if size >= val_fraction * total or len(val) == len(docs) - 1:
+            break
+        val.add(i)
+        size += docs[i].size
+    train = [d for i, d in enumerate(docs) if i not in val]
+    return train + [d for i, d in enumerate(docs) if i in val], (len(train), 0, 'hashed documents')
 
 
 def shakespeare_corpus(cache_dir):
@@ -216,13 +263,14 @@ def split_parts(docs, cut):
             yield 'val', d, 0, d.size
 
 
-def pieces(parts, *, sep, eot, errors, bpe):
-    """(split, text, ids that go before the text, bytes read so far) in corpus order. With an end-of-text
-    token (`eot`) `sep` starts every document, as in llm.c's fineweb.py; else it goes between documents."""
-    done = 0
+def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
+    """(split, text, ids that go before the text, the bytes they stand for) in corpus order. With an
+    end-of-text token (`eot`) `sep` starts every document, as in llm.c's fineweb.py; else it goes between
+    documents. The bytes are the text's bytes in the corpus, plus `sep_bytes` for a separator ('\\n': 1;
+    <|endoftext|> is no text: 0): what bits per byte divide by."""
     for n, (split, doc, start, end) in enumerate(parts):
         new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
+        before = 0
         for text, read in texts(doc, start, end, errors, bpe=bpe):
-            yield split, text, sep if new_doc else sep[:0], done + read
-            new_doc = False
-        done += end - start
+            yield split, text, sep if new_doc else sep[:0], read - before + (sep_bytes if new_doc else 0)
+            new_doc, before = False, read

@@ -10,6 +10,7 @@ dataset to a new one.
 """
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -149,15 +150,24 @@ def read_meta(data_dir):
 def prepare_command(data_dir):
     """The prepare.py command that writes `data_dir` (prepare.py's default is data/<corpus>_<tokenizer>)."""
     corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
-    if corpus not in ('pydoc', 'shakespeare'):
+    if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
         return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
-    args = ['--dataset=shakespeare'] if corpus == 'shakespeare' else []
-    tok = tok or 'char'
-    if tok != 'char':
+    args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []
+    default = 'byte' if corpus == 'stdlib' else 'char'
+    tok = tok or default
+    if tok != default:
         args.append(f"--tokenizer={tok}")
     if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
         args.append(f"--out_dir={data_dir}")
     return ' '.join(['python prepare.py', *args])
+
+
+def bits_per_byte(meta, split, loss):
+    """A loss in nats per token as bits per byte of text: loss / ln 2 x the split's tokens per byte, which
+    prepare.py records, so that char, byte and BPE runs compare on one scale. None without that ratio
+    (raw shards, or a meta.json from before it was recorded: rerun prepare.py)."""
+    ratio = ((meta or {}).get('tokens_per_byte') or {}).get(split)
+    return None if ratio is None else loss / math.log(2) * ratio
 
 
 def open_dataset(data_dir):
@@ -188,7 +198,7 @@ class DatasetWriter:
         self.out_dir, self.dtype, self.limit = out_dir, np.dtype(dtype), shard_tokens
         self.created, self.paths, self.committed = [], [], False  # folders and files this run made
         self.done = {'train': [], 'val': []}  # names of complete shards
-        self.tokens = {'train': 0, 'val': 0}
+        self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
         self.max_id = {}
         self.f, self.split, self.n = None, None, 0  # the shard being written
 
@@ -208,7 +218,9 @@ class DatasetWriter:
         self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m), default=0)
         return self
 
-    def add(self, split, ids):
+    def add(self, split, ids, nbytes):
+        """Append token ids to `split`; `nbytes`: the bytes of text they stand for (for bits per byte)."""
+        self.bytes[split] += nbytes
         if len(ids):
             self.max_id[split] = max(self.max_id.get(split, -1), int(ids.max()))
         try:
@@ -247,7 +259,9 @@ class DatasetWriter:
         """Complete `meta` with the shard list and counts and make it the folder's meta.json: until that
         rename the readers see only the old dataset; from it on, only the new one. Then the old shards go."""
         self.close_shard()
-        meta.update(tokens=self.tokens, max_id=self.max_id, run=self.run, shards=self.done)
+        per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
+        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte, max_id=self.max_id, run=self.run,
+                    shards=self.done)
         fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
         atomic_write(os.path.join(self.out_dir, 'meta.json'),
                      lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))

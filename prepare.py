@@ -2,17 +2,19 @@
 Tokenise a text corpus into binary shards that train.py reads.
 
     python prepare.py                                 # Python's reference manual, char-level: data/pydoc_char
+    python prepare.py --dataset=stdlib                # Python's standard library, 31 MB, bytes: data/stdlib_byte
     python prepare.py --dataset=shakespeare           # Tiny Shakespeare, downloaded once
     python prepare.py --input=books/ --tokenizer=gpt2 # any UTF-8 text: files, directories, globs
     python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE with no network
 
-Tokenizers: char (the default: the sorted set of the corpus's characters, kept in meta.json), byte
-(256 values), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it once; offline, point
+Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values: the
+stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it once; offline, point
 TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in .tiktoken.
 Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each run) in the llm.c /
 modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
 uint32, token count; then the tokens), and meta.json, which lists the shards and says how to rebuild the
-tokenizer. Rerunning into the same folder is safe: the new shards go beside the old ones under new names,
+tokenizer, and the tokens per byte of each split: train.py reports every loss in bits per byte too, so runs
+at char, byte and BPE level compare on one scale. Rerunning into the same folder is safe: the new shards go beside the old ones under new names,
 and the atomic replacement of meta.json switches the folder from the old dataset to the new in one step
 (the readers use only the shards meta.json lists); only then are the old shards removed. So a failure
 at any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
@@ -28,19 +30,20 @@ import time
 import numpy as np
 
 from configurator import UsageError, parse_config, require, run_main
-from corpus import (file_corpus, ordered_map, pieces, plan_split, pydoc_corpus, shakespeare_corpus,
-                    split_parts, texts)
+from corpus import (file_corpus, hashed_split, ordered_map, pieces, plan_split, pydoc_corpus, shakespeare_corpus,
+                    split_parts, stdlib_corpus, texts)
 from data import DatasetWriter
 from tokenizer import ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name, tiktoken_from_file
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each too short for many windows
+DATASETS = ('pydoc', 'stdlib', 'shakespeare')
 
 
 @dataclasses.dataclass
 class PrepareConfig:
-    dataset: str = 'pydoc'       # 'pydoc' (inside Python, works offline) | 'shakespeare' (downloaded once)
+    dataset: str = 'pydoc'       # 'pydoc' | 'stdlib' (both inside Python: offline) | 'shakespeare' (downloaded once)
     input: list = dataclasses.field(default_factory=list)  # files, directories, globs; replaces dataset
-    tokenizer: str = 'char'      # char (default) | byte | a tiktoken name (gpt2) | path/to/ranks.tiktoken
+    tokenizer: str = ''          # char | byte | a tiktoken name (gpt2) | path/to/ranks.tiktoken; '' = byte for stdlib, else char
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
     val_fraction: float = 0.1    # the last 10% of the corpus is the val split
     shard_tokens: int = 100_000_000  # tokens per shard file at most (at least 65,536)
@@ -49,9 +52,9 @@ class PrepareConfig:
     cache_dir: str = 'data/downloads'  # where --dataset=shakespeare is kept
 
     def __post_init__(self):
-        if self.dataset not in ('pydoc', 'shakespeare'):
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose pydoc or shakespeare, "
-                             f"or pass --input=PATH")
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or pass --input=PATH")
+        self.tokenizer = self.tokenizer or ('byte' if self.dataset == 'stdlib' and not self.input else 'char')
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
         if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny shards: thousands of files, few windows
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between {MIN_SHARD_TOKENS:,} and "
@@ -78,8 +81,8 @@ def make_tokenizer(cfg, parts, several_docs):
 def encode(tok, item):
     """One piece of text as token ids, after the ids that go before it. Runs on a worker thread:
     tiktoken releases the GIL while it encodes."""
-    split, text, prefix, read = item
-    return split, np.concatenate([prefix, tok.encode_array(text)]), read
+    split, text, prefix, nbytes = item
+    return split, np.concatenate([prefix, tok.encode_array(text)]), nbytes
 
 
 def main(argv):
@@ -87,27 +90,30 @@ def main(argv):
     t0 = time.time()
     if cfg.input and cfg.dataset != 'pydoc':
         raise UsageError("pass either --dataset or --input, not both")
-    docs, source = (file_corpus(cfg.input) if cfg.input else
+    docs, source = (file_corpus(cfg.input) if cfg.input else stdlib_corpus() if cfg.dataset == 'stdlib' else
                     shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else pydoc_corpus())
     total = sum(d.size for d in docs)
     if not total:
         raise UsageError(f"the corpus is empty ({', '.join(cfg.input) or cfg.dataset} has no text)")
     source.update(documents=len(docs), bytes=total)
-    cut = plan_split(docs, cfg.val_fraction)
+    # the stdlib's val documents are spread over the library; other corpora's val is their last part
+    docs, cut = hashed_split(docs, cfg.val_fraction) if source['name'] == 'stdlib' else (
+        docs, plan_split(docs, cfg.val_fraction))
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
     # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between documents
     sep = [tok.eot_token] if tok.eot_token is not None else tok.encode('\n') if len(docs) > 1 else []
-    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), eot=tok.eot_token is not None, errors=cfg.errors,
+    eot = tok.eot_token is not None
+    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot, errors=cfg.errors,
                     bpe=isinstance(tok, TiktokenTokenizer))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
-    ntok, last = 0, time.time()
+    ntok, read, last = 0, 0, time.time()
     with DatasetWriter(out_dir, dtype=dtype, shard_tokens=cfg.shard_tokens) as dataset:
-        for split, ids, read in ordered_map(functools.partial(encode, tok), stream, cfg.workers or cores):
-            dataset.add(split, ids)
-            ntok, now = ntok + len(ids), time.time()
+        for split, ids, nbytes in ordered_map(functools.partial(encode, tok), stream, cfg.workers or cores):
+            dataset.add(split, ids, nbytes)
+            ntok, read, now = ntok + len(ids), read + nbytes, time.time()
             if now - last > 2:  # progress, for runs long enough to want it
                 last, dt = now, now - t0
                 print(f"prepare: {read / 1e6:.0f}/{total / 1e6:.0f} MB, {read / 1e6 / dt:.1f} MB/s, "
@@ -116,10 +122,9 @@ def main(argv):
                                'eot_token': tok.eot_token, 'dtype': np.dtype(dtype).name, 'source': source,
                                'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
                                'command': shlex.join(['python', sys.argv[0], *argv])})
-    hint = ' (the default; --tokenizer=gpt2 for BPE)' if cfg.tokenizer == 'char' else ''
     print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of {source['name']} "
-          f"to {out_dir}: tokenizer {tok.name}{hint}, vocab {tok.vocab_size}, "
-          f"{total / 1e6 / (time.time() - t0):.1f} MB/s")
+          f"to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, {meta['tokens_per_byte']['val']:.3f} val "
+          f"tokens per byte, {total / 1e6 / (time.time() - t0):.1f} MB/s")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -41,6 +42,8 @@ from results import (append_record, arch_key, compute_multiplier, config_paths, 
 from runtime import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')
+Plan = namedtuple('Plan', 'key run_dir cmd path size')  # one run: its record key, folder and command
 
 
 @dataclass
@@ -50,6 +53,7 @@ class SweepConfig:
     sizes: list = field(default_factory=lambda: ['2x64', '4x128', '5x160'])  # scaling: LAYERSxWIDTH, heads of 32
     seeds: int = 1              # seeds 1..N per (config, lr): each changes the init, the batches and dropout
     lr: list = field(default_factory=list)  # lr grid (e.g. 5e-4,1e-3,2e-3), 'tuned' (best in results), or the config's
+    extend_lr: bool = False     # after the grid, where a config's best lr is the grid's edge, try 2x beyond it, until inside
     max_iters: int = 0          # budget: iterations (0 and no other budget: each config's max_iters)
     max_tokens: int = 0         # budget: equal tokens
     max_flops: float = 0.0      # budget: equal training FLOPs (GPT.flops_per_token x tokens)
@@ -126,18 +130,19 @@ def plan_run(path, sweep, overrides, *, seed, lr, size):
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     run_dir = os.path.join(sweep.out_prefix, f"{name}-{size_label}-s{seed}-lr{key['lr']:g}-{cfg.optimizer}-"
                                              f"{kind}{value:g}-{digest}")
-    cmd = [sys.executable, 'train.py', *args, f'--out_dir={run_dir}', '--log_interval=50',
+    cmd = [sys.executable, TRAIN, *args, f'--out_dir={run_dir}', '--log_interval=50',
            *(f'--{k}={v}' for k, v in budget.items())]
-    return key, run_dir, cmd
+    return Plan(key, run_dir, cmd, path, size)
 
 
-def learning_rates(sweep, name, records):
-    """The sweep's lr grid for one config: the values given, or 'tuned': the best mean of the results file."""
+def learning_rates(sweep, records, key):
+    """The sweep's lr grid for one config at one size: the values given, or 'tuned': the best mean in the
+    results file for that config on that corpus, at that size if the grid ran there."""
     if sweep.lr == ['tuned']:
-        best = tuned_lrs(records).get(name)
+        best = tuned_lrs([r for r in records if r['data_dir'] == key['data_dir']], key['size']).get(key['config'])
         if best is None:
-            raise UsageError(f"--lr=tuned: the results file has no finished runs of {name} to tune from; "
-                             f"run an lr grid first (--lr=5e-4,1e-3,2e-3)")
+            raise UsageError(f"--lr=tuned: the results file has no finished runs of {key['config']} on "
+                             f"{key['data_dir']} to tune from; run an lr grid first (--lr=5e-4,1e-3,2e-3)")
         return [best]
     try:
         return [float(v) for v in sweep.lr] or [0.0]  # 0: the config's own
@@ -147,16 +152,32 @@ def learning_rates(sweep, name, records):
 
 def plan_sweep(sweep, paths, overrides, records):
     sizes = [parse_size(s) for s in sweep.sizes] if sweep.scaling else [None]
+    cells = [(path, size) for size in sizes for path in paths]  # size: a dict of overrides, or None
+    lrs = {(path, json.dumps(size)): learning_rates(sweep, records, plan_run(path, sweep, overrides, seed=1, lr=0, size=size).key)
+           for path, size in cells}
     # seed-major order: an interrupted sweep has compared every config on the same seeds so far
-    plans = []
-    lrs = {path: learning_rates(sweep, os.path.basename(path)[:-3], records) for path in paths}
-    for seed in range(1, sweep.seeds + 1):
-        for size in sizes:
-            for k in range(max(len(v) for v in lrs.values())):
-                for path in paths:
-                    if k < len(lrs[path]):
-                        plans.append(plan_run(path, sweep, overrides, seed=seed, lr=lrs[path][k], size=size))
-    return plans
+    return [plan_run(path, sweep, overrides, seed=seed, lr=lrs[path, json.dumps(size)][k], size=size)
+            for seed in range(1, sweep.seeds + 1) for k in range(max(map(len, lrs.values())))
+            for path, size in cells if k < len(lrs[path, json.dumps(size)])]
+
+
+def beyond_the_edges(sweep, overrides, plans, records, tried):
+    """Plans for the runs that move a best lr off its grid's edge: where a config's best lr (on the seeds
+    every grid point has) is the largest (smallest) tried, the same seeds at twice (half) that lr."""
+    out = []
+    for (path, size), ps in groups([{**p._asdict(), 'size': json.dumps(p.size)} for p in plans], 'path', 'size').items():
+        keys = {json.dumps(p['key'], sort_keys=True) for p in ps}
+        base = {k: v for k, v in ps[0]['key'].items() if k not in ('seed', 'lr')}
+        rs = [r for r in records if {k: r['key'].get(k) for k in base} == base]
+        if not rs or not keys & {json.dumps(r['key'], sort_keys=True) for r in rs}:
+            continue
+        lrs, best = sorted({r['lr'] for r in rs}), best_lr(rs)
+        step = None if len(lrs) < 2 else 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
+        for seed in sorted({r['seed'] for r in rs if r['lr'] == best}) if step else []:
+            plan = plan_run(path, sweep, overrides, seed=seed, lr=best * step, size=json.loads(size))
+            if plan.run_dir not in tried:
+                out.append(plan)
+    return out
 
 
 # -----------------------------------------------------------------------------
@@ -186,6 +207,16 @@ def run_summary(run_dir):
                 params=params)
 
 
+def describe_corpus(data_dir):
+    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': what a run trained on, in a few words."""
+    try:
+        source = (read_meta(data_dir) or {}).get('source', {})
+    except UsageError:
+        source = {}
+    about = ', '.join(v for v in (source.get('python'), source.get('sha256') and f"sha256 {source['sha256'][:12]}") if v)
+    return f"{source.get('name', '?')}{f' ({about})' if about else ''} in {data_dir}"
+
+
 def record_of(key, run_dir, cmd, wall_s):
     """The results-file record of a finished run, from its log.jsonl and config.json."""
     import torch
@@ -196,7 +227,8 @@ def record_of(key, run_dir, cmd, wall_s):
         cfg = json.load(f)
     model = config_from_dict(cfg)
     return {'key': key, **key, **dict(
-        val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
+        val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals), val_bpb=evals[-1].get('val_bpb'),
+        corpus=describe_corpus(cfg['data_dir']),
         train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'], flops=last.get('flops'),
         train_s=last.get('train_s'), wall_s=wall_s, params=count_params(model), flops_per_token=count_flops(model),
         n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
@@ -216,7 +248,7 @@ def run_all(sweep, plans, results_path):
     started, finished, failed = time.time(), [], []
 
     def one(plan):
-        key, run_dir, cmd = plan
+        key, run_dir, cmd = plan.key, plan.run_dir, plan.cmd
         shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted earlier attempt starts over
         t0 = time.time()
         proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -244,15 +276,16 @@ def run_all(sweep, plans, results_path):
 # -----------------------------------------------------------------------------
 # reporting: tables and plots from the results file alone
 
-def tuned_lrs(records):
+def tuned_lrs(records, size=None):
     """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW
-    at an iteration budget, at the size with the most runs of that config."""
+    at an iteration budget, at `size` where the results hold runs there, else at the size with the most
+    runs of that config."""
     records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw']
     sizes = {}
-    for (name, size), rs in groups(records, 'config', 'size').items():
-        sizes[name] = max(sizes.get(name, (0, None)), (len(rs), size))
-    return {name: best_lr(rs) for (name, size), rs in groups(records, 'config', 'size').items()
-            if size == sizes[name][1]}
+    for (name, at), rs in groups(records, 'config', 'size').items():
+        sizes[name] = max(sizes.get(name, (False, 0, '')), (at == size, len(rs), at))
+    return {name: best_lr(rs) for (name, at), rs in groups(records, 'config', 'size').items()
+            if at == sizes[name][2]}
 
 
 def best_lr(records):
@@ -265,26 +298,28 @@ def best_lr(records):
 
 
 def summary_rows(records):
-    """One row per (config, size, budget, optimizer): the best lr of its grid, mean ± std (n) there,
-    the grid's means, and the gap to gpt with its standard error."""
+    """One row per (corpus, config, size, budget, optimizer): the best lr of its grid, mean ± std (n) there
+    in loss and in bits per byte, the grid's means, and the gap to gpt with its standard error."""
     rows = []
-    for (name, size, budget, value, opt), rs in groups(records, 'config', 'size', 'budget', 'budget_value',
-                                                       'optimizer').items():
+    for (data, name, size, budget, value, opt), rs in groups(records, 'data_dir', 'config', 'size', 'budget',
+                                                             'budget_value', 'optimizer').items():
         by_lr = {lr: mean_std([r['val_loss'] for r in g]) for (lr,), g in groups(rs, 'lr').items()}
         lr = best_lr(rs)
         at = [r for r in rs if r['lr'] == lr]
         mean, std, n = by_lr[lr]
-        rows.append(dict(config=name, size=size, budget=f"{budget}={value:g}", optimizer=opt, lr=lr,
-                         val=mean, std=std, n=n, values=[r['val_loss'] for r in at],
-                         val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
+        bpb = [r['val_bpb'] for r in at if r.get('val_bpb') is not None]
+        rows.append(dict(data=data, corpus=at[0].get('corpus', data), config=name, size=size, kind=budget,
+                         budget=f"{budget}={value:g}", optimizer=opt, lr=lr, val=mean, std=std, n=n,
+                         values=[r['val_loss'] for r in at], val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
+                         bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
                          grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
                                          for k in sorted(by_lr)),
                          params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
                          flops=mean_std([r['flops'] or 0 for r in at])[0],
                          train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
-    for row in rows:  # the gap to gpt under the same size, budget and optimizer
-        base = next((b for b in rows if b['config'] == 'gpt' and (b['size'], b['budget'], b['optimizer'])
-                     == (row['size'], row['budget'], row['optimizer'])), None)
+    for row in rows:  # the gap to gpt on the same corpus, at the same size, budget and optimizer
+        same = ('data', 'size', 'budget', 'optimizer')
+        base = next((b for b in rows if b['config'] == 'gpt' and all(b[k] == row[k] for k in same)), None)
         if base is not None and row is not base:
             row['gap'] = row['val'] - base['val']
             if min(row['n'], base['n']) < 2:  # one seed has no spread: say so instead of a false ± 0
@@ -299,13 +334,13 @@ def summary_rows(records):
 SUMMARY_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
     ('params', 'params', '{:,}'), ('lr', 'best lr', '{:g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('vs_gpt', 'vs gpt (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
     ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
 ]
 SCALING_COLUMNS = [
-    ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('lr', 'lr', '{:g}'),
-    ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('multiplier', 'compute multiplier vs gpt', '{}'),
+    ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
+    ('lr', 'best lr', '{:g}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('multiplier', 'compute multiplier vs gpt', '{}'),
 ]
 RUN_COLUMNS = [
     ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
@@ -317,7 +352,7 @@ RUN_COLUMNS = [
 def scaling_rows(rows):
     """Per (config, size) at one budget: mean FLOPs and loss, and the compute multiplier against gpt."""
     out = []
-    for (budget, opt), rs in groups(rows, 'budget', 'optimizer').items():
+    for _, rs in groups(rows, 'data', 'kind', 'optimizer').items():
         ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
         for r in rs:
             m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
@@ -384,25 +419,27 @@ def report(sweep, results_path, png):
     rows = summary_rows(records)
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
-    parts = groups(rows, 'budget', 'optimizer')
+    parts = groups(rows, 'data', 'budget', 'optimizer')  # a table for each, at the size with the most runs
+    several = len({k[0] for k in parts}) > 1  # corpora: then each plot's name says which
     plotted = []
-    for (budget, opt), rs in parts.items():
-        tag = f"{budget.split('=')[0]}-{opt}"
-        sizes = collections.Counter(r['size'] for r in rs)
-        main_size = sizes.most_common(1)[0][0]
+    for (data, budget, opt), rs in parts.items():
+        main_size = collections.Counter(r['size'] for r in rs).most_common(1)[0][0]
         main = [r for r in rs if r['size'] == main_size]
         if not sweep.json:
-            print(f"\n### {budget}, {opt}, size {main_size}\n")
+            print(f"\n### {rs[0]['corpus']}: {budget}, {opt}, size {main_size}\n")
             print(markdown_table(main, SUMMARY_COLUMNS))
-        name = png.replace('.png', f'-{tag}.png') if len(parts) > 1 else png
+        tag = f"-{budget.replace('=', '')}-{opt}" + (f"-{os.path.basename(data)}" if several else '')
+        name = png.replace('.png', tag + '.png') if len(parts) > 1 else png
         if plot_sweep(main, name):
             plotted.append(name)
-        if len(sizes) > 1:
+    for (data, kind, opt), rs in groups(rows, 'data', 'kind', 'optimizer').items():  # sizes of one budget kind
+        if len({r['size'] for r in rs}) > 1:
             if not sweep.json:
-                print(f"\n### scaling: {budget}, {opt}\n")
+                print(f"\n### scaling on {rs[0]['corpus']}: {kind}, {opt}\n")
                 print(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
-            if plot_scaling(rs, png.replace('.png', f'-{tag}-scaling.png')):
-                plotted.append(png.replace('.png', f'-{tag}-scaling.png'))
+            name = png.replace('.png', f"-{kind}-{opt}" + (f"-{os.path.basename(data)}" if several else '') + '-scaling.png')
+            if plot_scaling(rs, name):
+                plotted.append(name)
     for p in plotted:
         print(f"plot: {p}", file=sys.stderr)
     return rows
@@ -438,8 +475,14 @@ def main(argv):
         if sweep.max_seconds and sweep.jobs > 1:
             print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not equal work",
                   file=sys.stderr)
-        records = read_results(results_path)
-        ok = run_all(sweep, plan_sweep(sweep, paths, overrides, records), results_path)
+        plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
+        ok, tried = run_all(sweep, plans, results_path), {p.run_dir for p in plans}
+        while sweep.extend_lr and ok:  # until every best lr lies inside its grid
+            more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
+            if not more:
+                break
+            print(f"extending the lr grid of {len(more)} run(s) whose best lr is the grid's edge", file=sys.stderr)
+            ok, plans, tried = run_all(sweep, more, results_path), plans + more, tried | {p.run_dir for p in more}
     rows = report(sweep, results_path, png)
     if not ok:
         raise UsageError(f"some runs failed (see above); {results_path} keeps every finished run")

@@ -5,6 +5,7 @@ import errno
 import hashlib
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -584,3 +585,47 @@ def test_out_dir_that_cannot_be_written(tmp_path, out_dir):
     r = run_cli([f"--input={write(tmp_path / 'c.txt', TEXT * 10)}", f'--out_dir={out_dir}'], cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ''
     assert r.stderr.startswith('error: ') and r.stderr.count('\n') == 1 and out_dir in r.stderr, r.stderr
+
+
+# -----------------------------------------------------------------------------
+# the standard-library corpus and bits per byte
+
+def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError('prepare.py --dataset=stdlib used the network')
+    monkeypatch.setattr(socket, 'socket', no_network)
+    docs, source = corpus.stdlib_corpus()
+    again, source2 = corpus.stdlib_corpus()
+    assert source == source2 and [d.name for d in docs] == [d.name for d in again]  # same interpreter, same corpus
+    assert source['files'] == len(docs) > 100 and source['bytes'] == sum(d.size for d in docs) > 1_000_000
+    assert [d.name for d in docs] == sorted(d.name for d in docs) and all(d.name.endswith('.py') for d in docs)
+    assert not any('site-packages' in d.name for d in docs) and len(source['sha256']) == 64
+    assert source['python'].endswith(f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}")
+    out = tmp_path / 'stdlib'
+    P.main(['--dataset=stdlib', f'--out_dir={out}'])
+    meta = D.read_meta(str(out))
+    assert meta['tokenizer']['kind'] == 'byte' and meta['split']['cut'] == 'hashed documents'
+    assert {k: meta['source'][k] for k in ('files', 'bytes', 'sha256', 'python')} == \
+        {k: source[k] for k in ('files', 'bytes', 'sha256', 'python')}
+    # split by document: the val bytes are whole files, those first in the order of their names' sha256
+    ordered, (k, off, _) = corpus.hashed_split(docs, 0.1)
+    assert off == 0 and sorted(d.name for d in ordered) == sorted(d.name for d in docs)
+    val = ordered[k:]
+    assert {d.name for d in val}.isdisjoint(d.name for d in ordered[:k])
+    assert 0.1 <= sum(d.size for d in val) / source['bytes'] < 0.2
+    # '\n' between documents of a split: tokens = bytes for the byte tokenizer, so bits per byte = loss / ln 2
+    assert meta['bytes']['val'] == sum(d.size for d in val) + len(val) - 1 == meta['tokens']['val']
+    assert meta['tokens_per_byte'] == {'train': 1.0, 'val': 1.0}
+
+
+def test_tokens_per_byte_of_a_char_corpus(tmp_path):
+    text = 'héllo wörld\n' * 40  # 12 characters, 14 bytes per line
+    P.main([f"--input={write(tmp_path / 'a.txt', text)}", f'--out_dir={tmp_path / "out"}', '--val_fraction=0.25'])
+    meta = D.read_meta(str(tmp_path / 'out'))
+    for split in ('train', 'val'):
+        assert meta['tokens'][split] == len(read_split(tmp_path / 'out', split))
+        assert meta['tokens_per_byte'][split] == pytest.approx(12 / 14)  # a line split at a line boundary
+    assert D.bits_per_byte(meta, 'val', 2.0) == pytest.approx(2.0 / math.log(2) * 12 / 14)
+    assert D.bits_per_byte({'vocab_size': 5}, 'val', 2.0) is None  # an older meta.json: no ratio recorded

@@ -6,6 +6,7 @@ run, and the token / time budgets stop it. Every test makes its own tiny corpus.
 """
 import glob
 import json
+import math
 import os
 import re
 import signal
@@ -543,3 +544,21 @@ def test_a_scratch_run_keeps_the_previous_runs_checkpoint(data_dir, tmp_path, ca
     assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
     run(data_dir, out, '--init_from=resume', '--max_iters=4')  # resume continues, keeps prev/ as it was
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained
+
+
+def test_eval_rows_give_bits_per_byte_from_the_datas_tokens_per_byte(data_dir, tmp_path):
+    import prepare
+    text = ''.join(corpus_text(200, seed).replace('dog', 'dög') for seed in range(20))  # ö: 2 bytes, 1 char
+    (tmp_path / 'c.txt').write_text(text, encoding='utf-8')
+    prepare.main([f"--input={tmp_path / 'c.txt'}", f"--out_dir={tmp_path / 'data'}"])
+    with open(tmp_path / 'data' / 'meta.json') as f:
+        per_byte = json.load(f)['tokens_per_byte']
+    assert 0.9 < per_byte['val'] < 1.0  # char level: fewer tokens than bytes
+    summary = run(tmp_path / 'data', tmp_path / 'out', '--max_iters=4')
+    _, evals = read_log(tmp_path / 'out')
+    for row in evals.values():
+        for split in ('train', 'val'):
+            assert row[f'{split}_bpb'] == pytest.approx(row[f'{split}_loss'] / math.log(2) * per_byte[split])
+    assert summary['val_bpb'] == evals[4]['val_bpb']
+    run(data_dir, tmp_path / 'raw', '--max_iters=1')
+    assert read_log(tmp_path / 'raw')[1][1]['val_bpb'] is None  # a meta.json without the ratio (written by hand here): no bpb

@@ -33,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from checkpoint import (RunFiles, RunState, check_resumable, load_checkpoint, make_checkpoint, restore,
                         rng_state, set_rng_state)
 from configurator import UsageError, parse_config, run_main
-from data import Batches, open_dataset
+from data import Batches, bits_per_byte, open_dataset
 from model import GPT, GPTConfig
 from runtime import (Distributed, NonFiniteWatch, Progress, StopSignals, TrainConfig, autocast_context,
                      config_text, duration, micro_steps, peak_flops, resolve_device, resolve_dtype, sync_device)
@@ -120,7 +120,7 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
         files.open(state.iter_num)
     stop_signals.install()
     progress.start()
-    summary = {'train_loss': None, 'val_loss': None}
+    summary = {'train_loss': None, 'val_loss': None, 'train_bpb': None, 'val_bpb': None}
     last = {'iter': state.iter_num, 'tokens': state.tokens_seen, 'train_s': state.train_s}  # the previous log row
     try:
         while True:
@@ -133,19 +133,18 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
             if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
                 sync_device(device_type)
                 with progress.paused(evaluation=True):
-                    losses = evaluate(model, batches, state.iter_num, cfg, ctx, stop_signals, procs)
+                    losses = evaluate(model, batches, state.iter_num, cfg, meta, ctx, stop_signals, procs)
                     if losses is None:  # cut short by a signal: not logged, not a best_val_loss
                         stop = 'signal'
                     else:
-                        watch.check(state.iter_num, losses['train'], losses['val'], kept=kept(files))
-                        summary.update(train_loss=losses['train'], val_loss=losses['val'])
+                        watch.check(state.iter_num, losses['train_loss'], losses['val_loss'], kept=kept(files))
+                        summary.update(losses)
                         if procs.master:
-                            files.write_row({'iter': state.iter_num, 'train_loss': losses['train'],
-                                             'val_loss': losses['val'], 'lr': cfg.lr_at(state.iter_num),
+                            files.write_row({'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num),
                                              'tokens': state.tokens_seen, 'flops': state.tokens_seen * flops_per_token,
                                              'elapsed_s': state.elapsed_s, 'train_s': state.train_s})
-                        improved = losses['val'] < state.best_val_loss
-                        state.best_val_loss = min(state.best_val_loss, losses['val'])
+                        improved = losses['val_loss'] < state.best_val_loss
+                        state.best_val_loss = min(state.best_val_loss, losses['val_loss'])
                         state.evaluated_at = state.iter_num
                         if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
                             save(raw_model, optimizer, scaler, state, **run)
@@ -217,10 +216,10 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
 
 
 @torch.no_grad()
-def evaluate(model, batches, iter_num, cfg, ctx, stop_signals, procs):
+def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
     """The mean loss over the same eval_iters batches of each split every time, shared among the
-    processes, with a line before and after; None when a signal cuts it short: at once in one process,
-    between batches (the same ones in every process) with DDP."""
+    processes, and in bits per byte; with a line before and after. None when a signal cuts it short:
+    at once in one process, between batches (the same ones in every process) with DDP."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
@@ -237,7 +236,8 @@ def evaluate(model, batches, iter_num, cfg, ctx, stop_signals, procs):
                     with ctx:
                         _, loss = model(X, Y)
                     total += loss.float()
-            out[split] = procs.all_reduce(total).item() / cfg.eval_iters
+            out[f'{split}_loss'] = loss = procs.all_reduce(total).item() / cfg.eval_iters
+            out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
         stop_signals.cut_short = False  # inside the try: a signal from here on is only noted
     except StopSignals.CutShort:
         out = None
@@ -247,7 +247,8 @@ def evaluate(model, batches, iter_num, cfg, ctx, stop_signals, procs):
     if procs.master and out is None:
         print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first", flush=True)
     elif procs.master:
-        print(f"step {iter_num}: train loss {out['train']:.4f}, val loss {out['val']:.4f} "
+        bpb = f" ({out['val_bpb']:.4f} bits per byte)" if out['val_bpb'] is not None else ""
+        print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss {out['val_loss']:.4f}{bpb} "
               f"({duration(time.time() - t0)})", flush=True)
     return out
 

@@ -1,7 +1,7 @@
 # aMLP (arXiv:2105.08050 sec. 4.3): gMLP plus a tiny single-head attention (64 wide) in the gate.
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
-#   +0.3% vs gpt: d_ffn 760, chosen by model.matched_width
-#   python train.py configs/amlp.py    (add --device=cpu to stay on the CPU)
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   +0.2% vs gpt: d_ffn 512, chosen by model.matched_width
+#   python prepare.py --dataset=stdlib && python train.py configs/amlp.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 

@@ -1,7 +1,7 @@
 # gMLP (arXiv:2105.08050): channel MLP with a causal spatial gating unit, no attention.
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
-#   -0.3% vs gpt: d_ffn 1008, chosen by model.matched_width
-#   python train.py configs/gmlp.py    (add --device=cpu to stay on the CPU)
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   -0.3% vs gpt: d_ffn 720, chosen by model.matched_width
+#   python prepare.py --dataset=stdlib && python train.py configs/gmlp.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 

@@ -1,7 +1,7 @@
 # GPT baseline: pre-norm transformer, multi-head attention, GELU MLP (GPT-2 block).
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
 #   every architecture config matches this count within 1% (match_params='gpt')
-#   python train.py configs/gpt.py    (add --device=cpu to stay on the CPU)
+#   python prepare.py --dataset=stdlib && python train.py configs/gpt.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 

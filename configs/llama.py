@@ -1,8 +1,8 @@
 # LLaMA-style block (Touvron et al. 2023, arXiv:2302.13971): pre-RMSNorm, rotary positions,
 # SwiGLU FFN, no biases: the modern baseline beside GPT-2's block.
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
-#   +0.3% vs gpt: ffn hidden 348, chosen by model.matched_width
-#   python train.py configs/llama.py    (add --device=cpu to stay on the CPU)
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   -0.5% vs gpt: ffn hidden 360, chosen by model.matched_width
+#   python prepare.py --dataset=stdlib && python train.py configs/llama.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 

@@ -1,7 +1,7 @@
 # Primer EZ (arXiv:2109.08668): multi-DConv-head attention and squared-ReLU FFN.
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
 #   -0.4% vs gpt: ffn hidden 504, chosen by model.matched_width
-#   python train.py configs/primer_ez.py    (add --device=cpu to stay on the CPU)
+#   python prepare.py --dataset=stdlib && python train.py configs/primer_ez.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 

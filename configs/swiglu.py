@@ -1,7 +1,7 @@
 # SwiGLU FFN (arXiv:2002.05202): silu(x W) * (x V), then W2.
-# parameters: 0.81M (get_num_params() at vocab_size=103, data/pydoc_char of Python 3.11)
-#   -0.3% vs gpt: ffn hidden 340, chosen by model.matched_width
-#   python train.py configs/swiglu.py    (add --device=cpu to stay on the CPU)
+# parameters: 0.86M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   +0.5% vs gpt: ffn hidden 344, chosen by model.matched_width
+#   python prepare.py --dataset=stdlib && python train.py configs/swiglu.py
 
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 
