@@ -10,12 +10,15 @@ import math
 import os
 import random
 import re
+import shutil
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from configurator import UsageError, atomic_write, disk_full, write_error
+from configurator import UsageError, atomic_write, disk_full, lock_folder, write_error
+from data import fsync_dir
 from model import GPT, GPTConfig
 from tokenizer import describe_tokenizer, tokenizer_of
 
@@ -33,13 +36,14 @@ class RunState:
     elapsed_s: float = 0.0            # wall-clock seconds
     evaluated_at: int = None          # the iteration of the last evaluation that ran to the end
     saved_at: int = None              # the iteration of the last checkpoint: none is written twice
+    finished: bool = False            # the run reached its budget (not stopped by a signal or a crash)
 
 
 def load_checkpoint(path, device='cpu'):
     """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a UsageError."""
     if not os.path.isfile(path):
-        raise UsageError(f"no checkpoint at {path!r}; train one first (python train.py configs/quick.py) "
-                         f"or point out_dir at the right folder")
+        raise UsageError(f"no checkpoint at {path!r}; train one first (python prepare.py && python train.py "
+                         f"configs/quick.py) or point out_dir at the right folder")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated, garbage, or not a torch file at all (torch's own advice to
@@ -48,7 +52,23 @@ def load_checkpoint(path, device='cpu'):
                          f"corrupt or not written by train.py; retrain, or restore a good copy") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise UsageError(f"{path!r} is not a checkpoint written by train.py (no 'model'/'model_args')")
+    version = ckpt.get('format_version', 1)
+    if type(version) is not int or version > CHECKPOINT_FORMAT:  # a newer format: its fields would be dropped
+        raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format {CHECKPOINT_FORMAT} "
+                         f"and older: use the code that wrote it (git pull)")
+    wrong = next((k for k, kinds in FIELD_TYPES.items() if k in ckpt and not isinstance(ckpt[k], kinds)), None)
+    if wrong is None and not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in ckpt['model'].items()):
+        wrong = 'model'
+    if wrong:
+        raise UsageError(f"{path}: its {wrong!r} is a {type(ckpt[wrong]).__name__}, not what train.py writes; "
+                         f"the file is damaged or not ours: retrain, or restore a good copy")
     return ckpt
+
+
+# what each field of a checkpoint holds (bool is an int in Python: iter_num=True is refused by name)
+FIELD_TYPES = {'model': dict, 'model_args': dict, 'config': dict, 'meta': (dict, type(None)), 'optimizer': dict,
+               'scaler': dict, 'iter_num': int, 'tokens_seen': int, 'best_val_loss': (float, int), 'train_s': (float, int),
+               'elapsed_s': (float, int), 'rng': list, 'evaluated': bool, 'finished': bool, 'writer': int}
 
 
 def config_from_dict(d):
@@ -57,7 +77,7 @@ def config_from_dict(d):
     known = {f.name for f in dataclasses.fields(GPTConfig)}
     try:
         return GPTConfig(**{k: v for k, v in d.items() if k in known})
-    except ValueError as e:
+    except (ValueError, TypeError) as e:  # TypeError: a field of the wrong type (n_layer='4')
         raise UsageError(f"checkpoint model_args are not valid for this model.py: {e}") from None
 
 
@@ -84,6 +104,10 @@ def check_resumable(ckpt, cfg, meta, path):
     if missing:
         raise UsageError(f"{path} has no {', '.join(missing)}: it was not written by this train.py, "
                          f"so it cannot resume exactly; use another out_dir with init_from='scratch'")
+    if not ckpt['rng'] or not all(isinstance(r, dict) and {'torch', 'numpy', 'python', 'data'} <= r.keys()
+                                  for r in ckpt['rng']):
+        raise UsageError(f"{path}: its random generator states are not what train.py writes; the file is damaged "
+                         f"or not ours: use another out_dir with init_from='scratch'")
     saved, asked = {**dataclasses.asdict(GPTConfig()), **ckpt['model_args']}, cfg.model_args()
     diff = [k for k in asked if k != 'dropout' and saved.get(k) != asked[k]]
     if diff:
@@ -131,6 +155,9 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, dist):
     state = RunState(iter_num=iter_num, tokens_seen=ckpt['tokens_seen'], best_val_loss=ckpt['best_val_loss'],
                      train_s=ckpt.get('train_s', 0.0), elapsed_s=ckpt.get('elapsed_s', 0.0), saved_at=iter_num,
                      evaluated_at=iter_num if ckpt.get('evaluated', True) else None)  # False: its eval was cut short
+    if dist.master:
+        print(f"resuming from iter {iter_num} ({state.tokens_seen:,} tokens)" + ("" if ckpt.get('evaluated', True)
+              else ", its evaluation first (cut short when it was saved)"))
     states = ckpt['rng']
     if len(states) == dist.world:
         set_rng_state(states[dist.rank])
@@ -153,7 +180,8 @@ def make_checkpoint(model, optimizer, scaler, state, *, cfg, meta, rng):
             'config': dataclasses.asdict(cfg), 'meta': meta, 'optimizer': optimizer.state_dict(),
             'scaler': scaler.state_dict(), 'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
             'best_val_loss': state.best_val_loss, 'train_s': state.train_s, 'elapsed_s': state.elapsed_s,
-            'rng': rng, 'evaluated': state.evaluated_at == state.iter_num}  # False: resuming evaluates first
+            'rng': rng, 'evaluated': state.evaluated_at == state.iter_num,  # False: resuming evaluates first
+            'finished': state.finished}
 
 
 # -----------------------------------------------------------------------------
@@ -183,7 +211,9 @@ def read_jsonl(path):
 
 
 RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
-TEMP_FILE = re.compile(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.tmp(\d+)(?:\.tmp\d+)?')  # name.tmp<pid>
+# ckpt.pt.tmp<pid>: atomic_write's file being written; ckpt.pt.new<pid>: staged, complete, waiting for a rename
+STAGED = re.compile(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.(?:tmp|new)(\d+)(?:\.tmp\d+)*')
+PREV_STAGED = re.compile(r'prev\.(?:tmp|old)(\d+)')  # the next prev/ being built, the one it replaces
 
 
 def pid_running(pid):
@@ -197,47 +227,78 @@ def pid_running(pid):
     return True
 
 
+def peek(path):
+    """A checkpoint's iter_num, tokens_seen, finished and writer, read without loading its tensors; None
+    when there is no file, {} when it cannot be read."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        return {k: ckpt.get(k) for k in ('iter_num', 'tokens_seen', 'finished', 'writer')}
+    except Exception:  # truncated, not ours: the caller treats it as something to keep
+        return {}
+
+
 class RunFiles:
     """
-    What a run writes in out_dir (the master process only): ckpt.pt, log.jsonl, config.json.
-    - Nothing in out_dir changes before open(), which the run calls once everything is checked.
-    - A scratch run in an out_dir that holds a previous run writes its log under a temp name; at its
-      first checkpoint the previous run's three files move to out_dir/prev/ (one generation: an older
-      prev/ is replaced) and this run's take their place. A run that fails before its first checkpoint
-      leaves out_dir as it was; rerunning a config never destroys a trained model.
+    What a run writes in out_dir (the master process only): ckpt.pt, log.jsonl, config.json, and prev/.
+    - One run at a time: out_dir is locked (hold) before anything is written there, and as soon as it
+      exists; a second run into it is refused with one line naming the first.
+    - Nothing in out_dir changes before open(), which the run calls once everything is checked. open()
+      first settles what a killed run left mid-way (settle), so out_dir never holds a mix of two runs.
+    - A scratch run over a previous run writes its log as log.jsonl.new<pid>; its first checkpoint and
+      config are staged as ckpt.pt.new<pid> and config.json.new<pid>; then prev/ is rebuilt beside the old
+      one from hard links of out_dir's run and swapped in, and the rename of the staged ckpt.pt commits.
+      Before that rename, every interruption is undone to the state before the run; after it, finished.
+      One generation: the run that leaves prev/ goes, except that a run stopped before its end (a signal,
+      a crash) that holds less training than prev/'s is the one replaced: rerunning a config and pressing
+      Ctrl-C, twice, does not lose the trained model.
     - config.json is written with the run's first checkpoint, so it describes ckpt.pt.
     - A failed write (a full disk) is one line naming the path; the last good checkpoint stays.
     """
 
     def __init__(self, cfg):
-        self.cfg, self.out_dir = cfg, cfg.out_dir
+        self.cfg, self.out_dir, self.pid = cfg, cfg.out_dir, os.getpid()
         self.ckpt_path, self.log_path, self.config_path = (os.path.join(cfg.out_dir, n) for n in RUN_FILES)
         self.prev = os.path.join(cfg.out_dir, 'prev')
-        self.staged = f"{self.ckpt_path}.tmp{os.getpid()}"  # the first checkpoint over a previous run
-        self.log, self.log_name, self.pending, self.config_written = None, self.log_path, False, False
+        self.log, self.log_name, self.lock = None, self.log_path, None
+        self.pending = self.committed = self.config_written = False
+
+    def path(self, name, pid=None):
+        return os.path.join(self.out_dir, name if pid is None else f"{name}.new{pid}")
+
+    def hold(self):
+        """Lock out_dir if it exists: nothing changes there, and a second run into it is refused now."""
+        if self.lock is None and os.path.isdir(self.out_dir):
+            self.lock = lock_folder(self.out_dir, 'a run')
 
     def open(self, start_iter):
-        """Create out_dir, remove the temp files of killed runs, and open the log (on resume: its rows
+        """Create and lock out_dir, settle what killed runs left, and open the log (on resume: its rows
         before the checkpoint)."""
         try:
             os.makedirs(self.out_dir, exist_ok=True)
         except OSError as e:
             raise UsageError(f"out_dir {self.out_dir!r} cannot be created ({e.strerror}); "
                              f"pass --out_dir=a/new/folder") from None
+        self.hold()
+        for name in os.listdir(self.out_dir):
+            m = STAGED.fullmatch(name) or PREV_STAGED.fullmatch(name)
+            if m and int(m.group(1)) != self.pid and not pid_running(int(m.group(1))):
+                try:
+                    self.settle(int(m.group(1)))
+                except OSError as e:
+                    raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} ({e.strerror}: "
+                                     f"{e.filename}); fix that, or use another out_dir") from None
+        if os.path.isfile(self.ckpt_path) and not os.path.isfile(self.config_path):  # killed between the two
+            self.write(self.config_path, lambda f: f.write(json.dumps(load_checkpoint(self.ckpt_path)['config'],
+                                                                      indent=1).encode()))
         rows = []
         if self.cfg.init_from == 'resume' and os.path.exists(self.log_path):
             # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
             rows = [r for r in read_jsonl(self.log_path)
                     if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
-        for name in os.listdir(self.out_dir):  # ckpt.pt.tmp<pid> of a run killed with -9
-            m = TEMP_FILE.fullmatch(name)
-            if m and not pid_running(int(m.group(1))):
-                try:
-                    os.remove(os.path.join(self.out_dir, name))
-                except OSError:  # another run removed it first, or it is not ours to remove
-                    pass
-        if self.cfg.init_from == 'scratch' and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
-            self.pending, self.log_name = True, f"{self.log_path}.tmp{os.getpid()}"
+        if self.cfg.init_from == 'scratch' and any(os.path.exists(self.path(n)) for n in RUN_FILES):
+            self.pending, self.log_name = True, self.path('log.jsonl', self.pid)
             print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run saves its first "
                   f"checkpoint, then moves to {self.prev}/")
         try:
@@ -250,6 +311,69 @@ class RunFiles:
             self.close()
             raise
 
+    def settle(self, pid):
+        """Finish or undo the rotation process `pid` left mid-way. After its commit (the staged ckpt.pt
+        renamed into place) put its staged log and config in place and drop the prev/ it replaced; before
+        it, remove what it staged and put the old prev/ back. Then remove its temp files."""
+        committed = (pid == self.pid and self.committed) or (
+            pid != self.pid and not os.path.exists(self.path('ckpt.pt', pid))
+            and (peek(self.ckpt_path) or {}).get('writer') == pid)
+        for name in RUN_FILES:
+            staged = self.path(name, pid)
+            if committed and name != 'ckpt.pt' and os.path.exists(staged):
+                os.replace(staged, self.path(name))
+        old, new = f"{self.prev}.old{pid}", f"{self.prev}.tmp{pid}"
+        if os.path.isdir(old) and not committed:
+            if os.path.isdir(self.prev):  # swapped in already: it holds hard links of out_dir's run, still there
+                shutil.rmtree(self.prev)
+            os.replace(old, self.prev)
+        for path in (old, new):
+            shutil.rmtree(path, ignore_errors=True)
+        for name in os.listdir(self.out_dir):
+            m = STAGED.fullmatch(name)
+            if m and int(m.group(1)) == pid:
+                os.remove(self.path(name))
+
+    def moves_to_prev(self):
+        """Whether out_dir's run moves to prev/ at this run's first checkpoint. Not when it was stopped
+        before its end and holds less training than prev/'s run, or holds no checkpoint while prev/ does:
+        then it is the one replaced."""
+        here, there = peek(self.ckpt_path), peek(os.path.join(self.prev, 'ckpt.pt'))
+        if here is None:
+            return there is None
+        if not here or not there or here.get('finished') in (True, None):  # unreadable, or finished (or older)
+            return True
+        return (here.get('tokens_seen') or 0) >= (there.get('tokens_seen') or 0)
+
+    def rotate(self):
+        """The first checkpoint over a previous run, staged already: prev/ rebuilt and swapped in, then
+        the commit (ckpt.pt renamed into place), then the log and config."""
+        moves = self.moves_to_prev()
+        old, new = f"{self.prev}.old{self.pid}", f"{self.prev}.tmp{self.pid}"
+        if moves:
+            os.makedirs(new)
+            for name in RUN_FILES:
+                if os.path.exists(self.path(name)):
+                    try:
+                        os.link(self.path(name), os.path.join(new, name))
+                    except OSError:  # a file system without hard links: a copy
+                        shutil.copy2(self.path(name), os.path.join(new, name))
+            fsync_dir(new)
+            if os.path.isdir(self.prev):
+                os.replace(self.prev, old)
+            os.replace(new, self.prev)
+            fsync_dir(self.out_dir)
+        os.replace(self.path('ckpt.pt', self.pid), self.ckpt_path)  # the commit
+        self.committed = True
+        self.settle(self.pid)
+        fsync_dir(self.out_dir)
+        if moves:
+            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
+                  f"kept in {self.prev}/; --init_from=resume continues a run instead of starting over")
+        else:
+            print(f"note: {self.out_dir} held a run stopped before its end with less training than the one in "
+                  f"{self.prev}/, which stays; this run replaces it")
+
     def write_row(self, row):
         try:
             self.log.write(json.dumps(row) + '\n')
@@ -258,43 +382,44 @@ class RunFiles:
             raise write_error(self.log_name, e, self.kept(e)) from None
 
     def save(self, ckpt):
-        """The checkpoint, atomically; the first one of a run over a previous run moves that one to prev/."""
+        """The checkpoint, atomically; the first one of a run over a previous run rotates that one to prev/.
+        The checkpoint names its writer, so a rotation killed after its commit is finished by the next run."""
+        ckpt['writer'] = self.pid
+        config = lambda f: f.write(json.dumps(dataclasses.asdict(self.cfg), indent=1).encode())  # noqa: E731
         if not self.pending:
             self.write(self.ckpt_path, lambda f: torch.save(ckpt, f))
+            if not self.config_written:
+                self.write(self.config_path, config)
         else:
-            self.write(self.staged, lambda f: torch.save(ckpt, f))
+            self.write(self.path('ckpt.pt', self.pid), lambda f: torch.save(ckpt, f))
+            self.write(self.path('config.json', self.pid), config)
             try:
-                os.makedirs(self.prev, exist_ok=True)
-                for name in RUN_FILES:  # prev/ holds one run, never a mix of two
-                    if os.path.exists(os.path.join(self.prev, name)):
-                        os.remove(os.path.join(self.prev, name))
-                for name in RUN_FILES:
-                    if os.path.exists(os.path.join(self.out_dir, name)):
-                        os.replace(os.path.join(self.out_dir, name), os.path.join(self.prev, name))
-                os.replace(self.staged, self.ckpt_path)
-                os.replace(self.log_name, self.log_path)  # the open log keeps appending: same file
+                self.rotate()  # the open log keeps appending to the same file, renamed
             except OSError as e:
-                raise UsageError(f"cannot move the previous run of {self.out_dir!r} to {self.prev!r} "
-                                 f"({e.strerror}); move it yourself, or use another out_dir") from None
+                where = (f"this checkpoint is saved and the previous run is in {self.prev}/; the next run finishes "
+                         f"the move" if self.committed else f"the previous run in {self.out_dir} is kept as it was")
+                raise UsageError(f"could not move the previous run of {self.out_dir!r} to {self.prev!r} "
+                                 f"({(e.strerror or str(e)).lower()}); {where}") from None
             self.pending, self.log_name = False, self.log_path
-            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
-                  f"kept in {self.prev}/; --init_from=resume continues a run instead of starting over")
-        if not self.config_written:
-            self.write(self.config_path,
-                       lambda f: f.write(json.dumps(dataclasses.asdict(self.cfg), indent=1).encode()))
-            self.config_written = True
+        self.config_written = True
 
     def close(self):
-        """Close the log; a run that never saved over a previous run removes its temp files."""
+        """Close the log, settle this run's own rotation if it failed half-way (before its commit: undone,
+        after: finished), and release out_dir."""
         if self.log is not None:
             try:
                 self.log.close()
             except OSError:  # the disk is still full: what the log holds is what it holds
                 pass
-        if self.pending:
-            for path in (self.log_name, self.staged):
-                if os.path.exists(path):
-                    os.remove(path)
+        try:
+            if os.path.isdir(self.out_dir):
+                self.settle(self.pid)
+        except OSError as e:  # what is left is settled by the next run in out_dir
+            print(f"note: could not tidy {self.out_dir} ({e.strerror}); the next run there does", file=sys.stderr)
+        finally:
+            if self.lock is not None:
+                os.close(self.lock)
+                self.lock = None
 
     def write(self, path, write):
         """atomic_write, ending its one line with what is kept."""

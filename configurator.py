@@ -63,7 +63,9 @@ def _check_value(name, value, default, metadata=None):
 
 
 def _unknown(name, valid):
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    # initials first: --lr is learning_rate, --bs batch_size; then names spelled alike
+    close = [v for v in valid if len(name) > 1 and ''.join(w[0] for w in v.split('_')) == name]
+    close += [v for v in difflib.get_close_matches(name, valid, n=3, cutoff=0.5) if v not in close]
     hint = f"did you mean {', '.join(close)}?" if close else "run with --help to list the keys"
     return UsageError(f"unknown key {name!r}; {hint}")
 
@@ -83,10 +85,13 @@ def exec_config_file(path):
     The file's own folder is importable while it runs, so configs/gmlp.py can start with
     `from _recipe import *` (configs/_recipe.py: the recipe every architecture config shares)."""
     if not os.path.isfile(path):
-        near = difflib.get_close_matches(os.path.basename(path), os.listdir(os.path.dirname(path) or '.')
-                                         if os.path.isdir(os.path.dirname(path) or '.') else [], n=1)
-        hint = f"; did you mean {os.path.join(os.path.dirname(path), near[0])}?" if near else ""
-        raise UsageError(f"config file {path!r} not found{hint}")
+        folders = [os.path.dirname(path) or '.', os.path.join(os.path.dirname(path), 'configs'), 'configs']
+        known = [os.path.normpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
+                 for n in sorted(os.listdir(d)) if n.endswith('.py')]
+        near = difflib.get_close_matches(os.path.basename(path), [os.path.basename(k) for k in known], n=1)
+        near = [k for k in known if near and os.path.basename(k) == near[0] and 'configs' in k] or \
+            [k for k in known if near and os.path.basename(k) == near[0]]
+        raise UsageError(f"config file {path!r} not found" + (f"; did you mean {near[0]}?" if near else ""))
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
     sys.path.insert(0, folder)
@@ -247,8 +252,45 @@ def write_error(path, e, then=''):
     disk by name, also through the RuntimeError torch.save raises for it), and `then`: what is kept."""
     why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None) or str(e).strip()
                                                           or type(e).__name__).splitlines()[0]
-    path = re.sub(r'(\.tmp\d+)+$', '', path)
+    path = re.sub(r'(\.(?:tmp|new)\d+)+$', '', path)  # the file a temp or staged one was to become
     return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}" + (f"; {then}" if then else ''))
+
+
+def lock_folder(path, what):
+    """Hold `path` (a folder) for this process until it exits or closes the returned fd: an exclusive
+    flock on the folder itself, so no lock file is left behind and the kernel drops the lock when a
+    process dies (kill -9 included): a lock is never stale. A folder another process holds is a
+    UsageError naming that process; `what` says what the folder is for. None where there is no
+    flock (Windows): no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UsageError(f"{path} is in use by {lock_holder(path)}, which is writing {what} there; wait for "
+                         f"it to finish or stop it, or use another folder") from None
+    return fd
+
+
+def lock_holder(path):
+    """'pid 1234 (python train.py configs/gmlp.py)', the process holding the flock on `path`, from
+    /proc/locks; 'another process' where that cannot be read."""
+    st = os.stat(path)
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open('/proc/locks') as f:
+            pid = next(line.split()[4] for line in f if 'FLOCK' in line and line.split()[5] == device)
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            argv = f.read().decode(errors='replace').strip('\0').split('\0')
+        command = ' '.join([os.path.basename(argv[0]), *argv[1:]])
+        command = command if len(command) <= 100 else command[:97] + '...'
+    except (OSError, StopIteration, IndexError):
+        return "another process"
+    return f"pid {pid} ({command})"
 
 
 def disk_full(e):

@@ -19,7 +19,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from configurator import UsageError, atomic_write
-from data import makedirs
+from data import PREPARED, makedirs
 
 SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
@@ -128,6 +128,10 @@ def shakespeare_corpus(cache_dir):
 
 
 def file_corpus(inputs):
+    """Every file the inputs name (files, directories walked in sorted order, globs), one document each.
+    A directory walk leaves out hidden files and every folder prepare.py wrote (meta.json beside shards:
+    its own output, when out_dir lies inside the input). A pipe (--input=/dev/stdin) is read whole; a
+    file that cannot be read (a dangling link, no permission) is a UsageError naming it."""
     paths = []
     for pattern in inputs:
         if any(c in pattern for c in '*?['):
@@ -143,14 +147,34 @@ def file_corpus(inputs):
                 paths.append(m)
                 continue
             for root, dirs, names in os.walk(m):  # a directory: every file below it, hidden ones aside
+                if 'meta.json' in names and any(PREPARED.fullmatch(n) for n in names):
+                    print(f"prepare: leaving out {root}: a dataset prepare.py wrote", file=sys.stderr)
+                    dirs[:] = []
+                    continue
                 dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
                 paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
     unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]  # first mention wins
-    docs = [Doc(p, os.path.getsize(p), path=p) for p in unique]
+    docs = []
+    for p in unique:
+        try:
+            if not os.path.exists(p):  # a dangling link
+                raise FileNotFoundError(2, 'no such file or directory')
+            if not os.access(p, os.R_OK):
+                raise PermissionError(13, 'permission denied')
+            if os.path.isfile(p):
+                docs.append(Doc(p, os.path.getsize(p), path=p))
+            else:  # a pipe or a device: its size is 0 until read
+                with open(p, 'rb') as f:
+                    data = f.read()
+                docs.append(Doc(p, len(data), data=data))
+        except OSError as e:
+            raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or leave it out of "
+                             f"--input") from None
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
-    if len(docs) == 1 and docs[0].size == SHAKESPEARE_BYTES and sha256_file(docs[0].path) == SHAKESPEARE_SHA256:
+    if len(docs) == 1 and docs[0].size == SHAKESPEARE_BYTES and docs[0].path and \
+            sha256_file(docs[0].path) == SHAKESPEARE_SHA256:
         source.update(name='shakespeare', description='Tiny Shakespeare (karpathy/char-rnn)',
                       url=SHAKESPEARE_URL)
     return [d for d in docs if d.size], source

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, write_error
+from configurator import UsageError, atomic_write, lock_folder, write_error
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
@@ -189,7 +189,8 @@ class DatasetWriter:
             w.add('train', ids) ...                                       # shards of a new generation
             w.commit(meta)                                                # meta.json lists them: the switch
     Leaving the block without commit() (an error, Ctrl-C) removes what this run wrote (discard), and the
-    folder keeps its old dataset. Shards are named <split>_g<run>_<index>.bin with a run number no file
+    folder keeps its old dataset. One run at a time: the folder is locked for the block (a second
+    prepare.py into it is refused with one line naming the first). Shards are named <split>_g<run>_<index>.bin with a run number no file
     in the folder has used, invisible to readers until meta.json lists them (their header says 0 tokens
     until complete). Any OSError becomes a one-line UsageError naming the file.
     """
@@ -201,9 +202,15 @@ class DatasetWriter:
         self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
         self.max_id = {}
         self.f, self.split, self.n = None, None, 0  # the shard being written
+        self.lock = None
 
     def __enter__(self):
         self.created = makedirs(self.out_dir)
+        try:
+            self.lock = lock_folder(self.out_dir, 'a dataset')
+        except UsageError:
+            self.discard()
+            raise
         try:
             old = read_meta(self.out_dir)
         except UsageError:  # unreadable or half-written: replaced below, nothing in it is listed to keep
@@ -271,6 +278,13 @@ class DatasetWriter:
         return meta
 
     def __exit__(self, kind, e, tb):
+        try:
+            return self.finish(kind, e)
+        finally:
+            if self.lock is not None:
+                os.close(self.lock)
+
+    def finish(self, kind, e):
         if self.committed or kind is None:
             return False
         try:  # ^C can land just after the rename: then the new dataset is the folder's

@@ -89,10 +89,15 @@ class GPTConfig:
                 raise ValueError(f"{name} must be 0 (auto) or positive, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        heads = [h for h in range(1, 17) if self.n_embd % h == 0]
         if self.block == 'transformer':
             if self.n_embd % self.n_head:
                 raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
-                                 f"pick n_head among {[h for h in range(1, 17) if self.n_embd % h == 0]}")
+                                 f"pick n_head among {heads}")
+        elif self.match_params and self.n_embd % self.n_head:  # the GPT-2 block it is matched against has heads
+            raise ValueError(f"match_params={self.match_params!r} sizes this {self.block} (which has no heads) to the "
+                             f"parameters of a GPT-2 block of n_embd={self.n_embd} with n_head={self.n_head}, which "
+                             f"must divide it: set n_head to one of {heads}, or match_params=''")
         else:
             # gMLP blocks have neither attention nor an FFN sub-layer: say so instead of ignoring it
             if self.attn != 'mha' or self.ffn != 'gelu':
@@ -724,7 +729,8 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     """One token per row from logits (B, V): greedy at temperature 0, else top-k then nucleus (top-p)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # the largest logit moved to 0 first: a tiny temperature then gives -inf, not inf - inf = nan
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None and top_k < logits.size(-1):
         v, _ = torch.topk(logits, top_k)
         logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))

@@ -223,7 +223,7 @@ def _train_run(path, probe, key, log):
             break
     acc = curve[-1][1]
     width_knob = ffn_width(mcfg) if mcfg.block == 'transformer' else gmlp_width(mcfg)
-    return dict(key=key, **key, acc=acc, best_acc=max(c[1] for c in curve), solved=acc >= probe.stop_acc,
+    return dict(kind='probe', key=key, **key, acc=acc, best_acc=max(c[1] for c in curve), solved=acc >= probe.stop_acc,
                 steps_run=step, seconds=time.time() - t0,
                 cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(),
                 hidden=width_knob, block=mcfg.block, attn=mcfg.attn, ffn=mcfg.ffn, pos_emb=mcfg.pos_emb,
@@ -251,7 +251,7 @@ def ident(key):
 def run_grid(probe, paths, widths, seq_lens, pairs, lrs):
     """Every cell (config, width, T, N) not yet solved in the results file: its learning rates in turn,
     the next one only while none so far reached stop_acc. Returns the number of runs made."""
-    done = {ident(r['key']): r for r in read_results(probe.results)}
+    done = {ident(r['key']): r for r in read_results(probe.results, 'probe')}
     cells, skipped = [], 0
     for T in seq_lens:
         for N in pairs:
@@ -297,7 +297,7 @@ def run_grid(probe, paths, widths, seq_lens, pairs, lrs):
                 cell, i = pending.pop(fut)
                 record = fut.result()
                 record['command'] = ' '.join(['python', 'probe.py', *sys.argv[1:]])
-                append_record(probe.results, record)
+                append_record(probe.results, record, kept='nothing else: the run')
                 n_runs += 1
                 work_done += cost(record['key']) * max(record['steps_run'], 1) / probe.steps
                 retry = not record['solved'] and i + 1 < len(cell)  # the cell's next learning rate
@@ -400,7 +400,7 @@ def plot(records, png):
 
 
 def report(probe):
-    records = read_results(probe.results)
+    records = read_results(probe.results, 'probe')
     if not records:
         raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass --results=...)")
     print(table(records))

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 
-from configurator import UsageError, atomic_write
+from configurator import UsageError, atomic_write, write_error
 
 # gpt first (the baseline), then the transformer variants, then the gMLP family
 ARCH_ORDER = ('gpt', 'llama', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
@@ -46,30 +46,67 @@ def config_paths(names):
 # -----------------------------------------------------------------------------
 # the results file
 
-def read_results(path):
-    """The records of a results file (JSON lines); a line cut short by a killed sweep is skipped."""
+# the fields a record of each kind has: a reader refuses a file of another kind instead of misreading it
+KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer', 'data_dir', 'val_loss'),
+         'probe': ('config', 'width', 'T', 'N', 'lr', 'acc', 'steps_run')}
+
+
+def read_results(path, kind='sweep'):
+    """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or 'probe'); no
+    file: none. A last line cut short by a killed run is skipped; any other line that is not such a record
+    is a UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
+    try:
+        with open(path, 'rb') as f:
+            lines = f.read().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
     records = []
-    if os.path.isfile(path):
-        with open(path, encoding='utf-8', errors='replace') as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(r, dict) and 'key' in r:
-                    records.append(r)
+    for n, line in enumerate(lines, 1):
+        try:
+            r = json.loads(line.decode('utf-8'))
+        except ValueError:  # also UnicodeDecodeError
+            r = None
+        missing = [k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict) else ['key']
+        if not missing and r.get('kind', kind) == kind:
+            records.append(r)
+        elif line.strip() and (n < len(lines) or line.endswith(b'\n')):
+            what = f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r else f"it lacks {missing[0]!r}"
+            raise UsageError(f"{path} line {n} is not a {kind} results record ({what}); pass the results file "
+                             f"{kind}.py wrote with --results")
     return records
 
 
-def append_record(path, record, lock=threading.Lock()):
-    """One line per finished run, flushed and fsynced: an interrupted sweep keeps every finished run."""
-    with lock:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, 'a', encoding='utf-8') as f:
-            f.write(json.dumps(record) + '\n')
-            f.flush()
-            os.fsync(f.fileno())
+def check_writable(path):
+    """A UsageError now, before any training, if the results file cannot be appended to later."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {folder!r} for the results file ({e.strerror}); pass --results=...") from None
+    why = 'a folder' if os.path.isdir(path) else 'no permission'
+    if os.path.isdir(path) or not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise UsageError(f"cannot write the results file {path!r} ({why}); pass --results=a/file.jsonl you can write")
 
+
+def append_record(path, record, *, kept='the run', lock=threading.Lock()):
+    """One line per finished run, in one write (a line is whole even when two sweeps append to the same
+    file), fsynced: an interrupted sweep keeps every finished run. `kept`: where the run's own output
+    stays when the results file cannot be written (one line, not a traceback)."""
+    data = (json.dumps(record) + '\n').encode()
+    with lock:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise write_error(path, e, f"{kept} is kept; rerun the same command to record it") from None
 
 
 def markdown_table(rows, columns):

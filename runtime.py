@@ -70,8 +70,9 @@ class TrainConfig(GPTConfig):
         check_optimizer(self.optimizer)
         require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters log_interval',
                 lambda v: v >= 1, "must be at least 1")
-        require(self, 'max_iters warmup_iters lr_decay_iters max_tokens seed vocab_size',
+        require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
                 lambda v: v >= 0, "must not be negative")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's generators take 64 bits
         require(self, 'max_seconds max_flops weight_decay grad_clip min_lr', lambda v: 0 <= v < math.inf,
                 "must be a finite number, not negative")
         require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
@@ -125,7 +126,9 @@ def resolve_device(name='auto'):
     try:
         kind = torch.device(name).type
     except RuntimeError:
-        raise UsageError(f"device {name!r} is not a device name; use auto, cpu, cuda, cuda:N or mps") from None
+        kind = None
+    if kind not in ('cpu', 'cuda', 'mps'):  # meta, hpu, ...: torch names them, this code does not run there
+        raise UsageError(f"device {name!r} is not one this code runs on; use auto, cpu, cuda, cuda:N or mps")
     if kind == 'cuda' and not torch.cuda.is_available():
         raise UsageError(f"device {name!r}: CUDA is not available here; use --device=cpu (or auto)")
     if kind == 'mps' and not torch.backends.mps.is_available():
@@ -222,9 +225,13 @@ class Distributed:
                     'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))):
                 raise
             kept = f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else "no checkpoint was saved"
-            raise UsageError(f"rank {self.rank} of {self.world}: the other processes did not answer within "
-                             f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
-                             f"output); {kept}; {str(e).strip().splitlines()[0][:200]}") from None
+            print(f"error: rank {self.rank} of {self.world}: the other processes did not answer within "
+                  f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its output); "
+                  f"{kept}; {str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            # exit now: the group is broken, and tearing it down (or the interpreter's exit, which joins its
+            # threads) can wait forever on an operation a lost peer never answers
+            os._exit(2)
         finally:
             dist.destroy_process_group()
 
@@ -390,14 +397,15 @@ class Progress:
         return iters * s_per_iter + evals * self.eval_s
 
     def status(self, iter_num, train_s, s_per_iter):
-        """'iter 249/2000 (12%)', or 'iter 249 (41% of max_seconds)', and 'ETA 1m32s' after step iter_num."""
+        """'iter 250/2000 (12%)', or 'iter 250 (41% of max_seconds)', and 'ETA 1m32s' after step iter_num
+        (counted from 0, as log.jsonl counts them): the line counts the steps done, 250 after step 249."""
         done = iter_num + 1
         iters, budget = self.left(done, train_s, s_per_iter)
         if budget == 'max_seconds':
-            where = f"iter {iter_num} ({100 * min(train_s / self.max_seconds, 1):.0f}% of max_seconds)"
+            where = f"iter {done} ({100 * min(train_s / self.max_seconds, 1):.0f}% of max_seconds)"
         else:
             of = '' if budget == 'max_iters' else f" of {budget}"
-            where = f"iter {iter_num}/{self.end_iter} ({100 * min(done / max(self.end_iter, 1), 1):.0f}%{of})"
+            where = f"iter {done}/{self.end_iter} ({100 * min(done / max(self.end_iter, 1), 1):.0f}%{of})"
         return where, f"ETA {duration(self.seconds_left(done, train_s, s_per_iter))}"
 
     def start_estimate(self, micro_s, *, accum, eval_batches, iter_num, train_s, device_type):

@@ -58,6 +58,8 @@ class SampleConfig:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if not math.isfinite(self.temperature):  # nan passes `< 0`; either one gives garbage, not an error
             raise ValueError(f"temperature must be a finite number (0 = greedy), got {self.temperature}")
+        if not 0 <= self.seed < 2**63:  # torch's generators take 64 bits
+            raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p} (1 turns it off)")
 
@@ -91,8 +93,8 @@ def checkpoint_path(out_dir):
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
-        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python train.py configs/quick.py) "
-                         "or pass --out_dir=the/run")
+        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && python train.py "
+                         "configs/quick.py: about two minutes on a CPU) or pass --out_dir=the/run")
     names = ', '.join(os.path.dirname(p) for p in runs)
     others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
     print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}", file=sys.stderr)

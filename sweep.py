@@ -3,9 +3,9 @@ Compare architectures by what they learn: train every config through train.py ov
 learning-rate grid at one budget (or at several sizes), one record per finished run in a results file,
 then tables and plots from that file alone.
 
-    python sweep.py --seeds=3 --lr=5e-4,1e-3,2e-3 --jobs=2        # every config: seeds x lr grid
-    python sweep.py --seeds=3 --lr=tuned --max_flops=8e12          # ... at equal training FLOPs, tuned lr
-    python sweep.py --scaling --sizes=2x64,4x128,6x192 --lr=tuned  # loss vs FLOPs, compute multipliers
+    python sweep.py --seeds=3 --learning_rate=5e-4,1e-3,2e-3 --jobs=2        # every config: seeds x lr grid
+    python sweep.py --seeds=3 --learning_rate=tuned --max_flops=8e12          # ... at equal training FLOPs, tuned lr
+    python sweep.py --scaling --sizes=2x64,4x128,6x192 --learning_rate=tuned  # loss vs FLOPs, compute multipliers
     python sweep.py --configs=gpt,gmlp --block_size=256 --data_dir=data/shakespeare_char   # any train.py key
     python sweep.py --report --results=results/sweep_shakespeare.jsonl   # tables and plots again, no training
     python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from checkpoint import config_from_dict, read_jsonl
-from configurator import UsageError, keys_given, parse_config, require, run_main, split_flags
+from configurator import UsageError, keys_given, lock_folder, parse_config, require, run_main, split_flags
 from data import read_meta
 from model import GPTConfig, count_flops, count_params
-from results import (append_record, arch_key, compute_multiplier, config_paths, groups, markdown_table, mean_std,
+from results import (append_record, arch_key, check_writable, compute_multiplier, config_paths, groups, markdown_table, mean_std,
                      pyplot, read_results, save_png)
 from runtime import TrainConfig
 
@@ -52,7 +52,7 @@ class SweepConfig:
     scaling: bool = False       # train each config at each of `sizes`: loss vs FLOPs and compute multipliers
     sizes: list = field(default_factory=lambda: ['2x64', '4x128', '5x160'])  # scaling: LAYERSxWIDTH, heads of 32
     seeds: int = 1              # seeds 1..N per (config, lr): each changes the init, the batches and dropout
-    lr: list = field(default_factory=list)  # lr grid (e.g. 5e-4,1e-3,2e-3), 'tuned' (best in results), or the config's
+    learning_rate: list = field(default_factory=list)  # the grid (e.g. 5e-4,1e-3,2e-3), 'tuned' (best in results), or the config's
     extend_lr: bool = False     # after the grid, where a config's best lr is the grid's edge, try 2x beyond it, until inside
     max_iters: int = 0          # budget: iterations (0 and no other budget: each config's max_iters)
     max_tokens: int = 0         # budget: equal tokens
@@ -73,7 +73,7 @@ class SweepConfig:
         require(self, 'max_flops max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
 
 
-QUICK = dict(max_iters=100, seeds=2, lr=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
+QUICK = dict(max_iters=100, seeds=2, learning_rate=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
 QUICK_TRAIN = ['--eval_iters=10', '--eval_interval=50']  # two evaluations after step 0: a curve to draw
 
 
@@ -138,16 +138,16 @@ def plan_run(path, sweep, overrides, *, seed, lr, size):
 def learning_rates(sweep, records, key):
     """The sweep's lr grid for one config at one size: the values given, or 'tuned': the best mean in the
     results file for that config on that corpus, at that size if the grid ran there."""
-    if sweep.lr == ['tuned']:
+    if sweep.learning_rate == ['tuned']:
         best = tuned_lrs([r for r in records if r['data_dir'] == key['data_dir']], key['size']).get(key['config'])
         if best is None:
-            raise UsageError(f"--lr=tuned: the results file has no finished runs of {key['config']} on "
-                             f"{key['data_dir']} to tune from; run an lr grid first (--lr=5e-4,1e-3,2e-3)")
+            raise UsageError(f"--learning_rate=tuned: the results file has no finished runs of {key['config']} on "
+                             f"{key['data_dir']} to tune from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
         return [best]
     try:
-        return [float(v) for v in sweep.lr] or [0.0]  # 0: the config's own
+        return [float(v) for v in sweep.learning_rate] or [0.0]  # 0: the config's own
     except ValueError:
-        raise UsageError(f"--lr={','.join(sweep.lr)}: give numbers (3e-4,1e-3) or 'tuned'") from None
+        raise UsageError(f"--learning_rate={','.join(sweep.learning_rate)}: give numbers (3e-4,1e-3) or 'tuned'") from None
 
 
 def plan_sweep(sweep, paths, overrides, records):
@@ -190,14 +190,26 @@ def read_log(run_dir):
     return read_jsonl(path)
 
 
+def read_config(run_dir):
+    """A run's config.json as a dict, or a one-line UsageError naming what is wrong with it."""
+    path = os.path.join(run_dir, 'config.json')
+    try:
+        with open(path, encoding='utf-8') as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished train.py "
+                         f"out_dir?") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
+    return config
+
+
 def run_summary(run_dir):
     rows = read_log(run_dir)
     evals = [r for r in rows if 'val_loss' in r]
     last = rows[-1] if rows else {}
-    params = None
-    if os.path.isfile(os.path.join(run_dir, 'config.json')):  # rebuild the model to count its parameters
-        with open(os.path.join(run_dir, 'config.json')) as f:
-            params = count_params(config_from_dict(json.load(f)))
+    config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
+    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
     return dict(run=os.path.basename(os.path.normpath(run_dir)),
                 final_val=evals[-1]['val_loss'] if evals else None,
                 best_val=min(r['val_loss'] for r in evals) if evals else None,
@@ -222,11 +234,9 @@ def record_of(key, run_dir, cmd, wall_s):
     import torch
     rows = read_log(run_dir)
     evals = [r for r in rows if 'val_loss' in r]
-    last = rows[-1]
-    with open(os.path.join(run_dir, 'config.json')) as f:
-        cfg = json.load(f)
+    last, cfg = rows[-1], read_config(run_dir)
     model = config_from_dict(cfg)
-    return {'key': key, **key, **dict(
+    return {'kind': 'sweep', 'key': key, **key, **dict(
         val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals), val_bpb=evals[-1].get('val_bpb'),
         corpus=describe_corpus(cfg['data_dir']),
         train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'], flops=last.get('flops'),
@@ -249,7 +259,14 @@ def run_all(sweep, plans, results_path):
 
     def one(plan):
         key, run_dir, cmd = plan.key, plan.run_dir, plan.cmd
-        shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted earlier attempt starts over
+        if os.path.isdir(run_dir):  # an interrupted earlier attempt starts over, unless a run is using it
+            try:
+                os.close(lock_folder(run_dir, 'a run'))
+            except UsageError as e:
+                failed.append(plan)
+                print(f"  skipped: {e}", file=sys.stderr, flush=True)
+                return
+            shutil.rmtree(run_dir, ignore_errors=True)
         t0 = time.time()
         proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         if proc.returncode != 0:
@@ -259,7 +276,7 @@ def run_all(sweep, plans, results_path):
                   file=sys.stderr, flush=True)
             return
         record = record_of(key, run_dir, cmd, time.time() - t0)
-        append_record(results_path, record)
+        append_record(results_path, record, kept=run_dir)
         finished.append(plan)
         n, dt = len(finished) + len(failed), time.time() - started
         eta = dt / n * (len(todo) - n)
@@ -455,7 +472,7 @@ def main(argv):
             raise UsageError("--plot needs run directories: python sweep.py --plot out-gpt out-gmlp")
         rows = [run_summary(d) for d in positional]
         print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
-        png = sweep.png or 'runs.png'
+        png = sweep.png or os.path.join(sweep.out_prefix, 'runs.png')
         if plot_runs(positional, png):
             print(f"plot: {png}", file=sys.stderr)
         return rows
@@ -472,6 +489,7 @@ def main(argv):
     png = sweep.png or os.path.splitext(results_path)[0] + '.png'
     ok = True
     if not sweep.report:
+        check_writable(results_path)
         if sweep.max_seconds and sweep.jobs > 1:
             print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not equal work",
                   file=sys.stderr)

@@ -223,7 +223,7 @@ def test_scaling_report_has_multipliers(tmp_path, capsys):
 
 def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     results = tmp_path / 'r.jsonl'
-    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--lr=2e-3',
+    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--learning_rate=2e-3',
            '--max_iters=4', '--eval_iters=1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16',
            f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
@@ -236,7 +236,7 @@ def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
     assert len(R.read_results(str(results))) == 4
     # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
-    scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--lr=2e-3',
+    scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
                '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
                f'--results={tmp_path / "s.jsonl"}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
@@ -251,3 +251,62 @@ def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     bad = subprocess.run([sys.executable, 'sweep.py', '--configs=gtp'], cwd=HERE,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count('\n') == 1 and 'unknown config' in bad.stderr and 'gpt' in bad.stderr
+
+
+# -----------------------------------------------------------------------------
+# nothing lost, nothing misread
+
+def test_sweeps_that_differ_in_any_setting_use_other_run_directories(tmp_path):
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path))
+    path = os.path.join(HERE, 'configs', 'gpt.py')
+    plans = [sweep.plan_run(path, cfg, overrides, seed=1, lr=1e-3, size=None)
+             for overrides in ([], ['--data_dir=elsewhere'], ['--block_size=32'], ['--batch_size=4'],
+                               ['--eval_iters=7'], ['--eval_interval=9'], ['--dropout=0.1'])]
+    assert len({p.run_dir for p in plans}) == len(plans) and len({json.dumps(p.key) for p in plans}) == len(plans)
+    assert plans[0].run_dir == sweep.plan_run(path, cfg, [], seed=1, lr=1e-3, size=None).run_dir  # and stable
+
+
+def test_results_files_are_checked_before_training_and_readers_refuse_other_kinds(tmp_path):
+    def cli(script, *args):
+        return subprocess.run([sys.executable, script, *args], cwd=HERE, capture_output=True, text=True, timeout=120)
+    r = cli('sweep.py', '--configs=gpt', f'--results={tmp_path}', '--max_iters=1')  # a folder
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'a folder' in r.stderr and 'ETA' not in r.stderr
+    probe_file = tmp_path / 'probe.jsonl'
+    probe_file.write_text(json.dumps({'kind': 'probe', 'key': {}, 'config': 'gpt', 'width': 64, 'T': 64, 'N': 4,
+                                      'lr': 1e-3, 'acc': 0.5, 'steps_run': 10}) + '\n')
+    r = cli('sweep.py', '--report', f'--results={probe_file}')
+    assert r.returncode == 2 and "line 1 is not a sweep results record (a probe record)" in r.stderr, r.stderr
+    sweep_file = tmp_path / 'sweep.jsonl'
+    R.append_record(str(sweep_file), fake_record('gpt', 1, 1e-3, 1.5))
+    r = cli('probe.py', '--replot', f'--results={sweep_file}')
+    assert r.returncode == 2 and "line 1 is not a probe results record" in r.stderr, r.stderr
+    with pytest.raises(sweep.UsageError, match=r"could not write '.*': .*; out-x is kept"):
+        R.append_record(str(tmp_path), {'x': 1}, kept='out-x')  # a results path that cannot be appended to
+
+
+def test_plot_of_a_run_with_a_truncated_config_is_one_line(tmp_path):
+    a = fake_run(tmp_path / 'a', [4.0, 3.0], ms_per_iter=20)
+    with open(os.path.join(a, 'config.json'), 'w') as f:
+        f.write('{"n_layer": 4, "n_emb')  # cut short
+    r = subprocess.run([sys.executable, 'sweep.py', '--plot', a], cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'config.json cannot be read' in r.stderr, r.stderr
+
+
+def test_a_curve_of_one_point_is_drawn_as_a_marker():
+    plt = R.pyplot()
+    if plt is None:
+        pytest.skip('no matplotlib')
+    fig, ax = plt.subplots()
+    sweep.plot_curves(ax, [100], [[2.5]], 'one eval after step 0')
+    sweep.plot_curves(ax, [50, 100, 150], [[3.0, 2.5, 2.2]], 'a curve')
+    assert ax.lines[0].get_marker() == 'o' and ax.lines[1].get_marker() in (None, 'None', '')
+    plt.close(fig)
+
+
+def test_default_outputs_are_ignored_by_git():
+    if subprocess.run(['git', 'rev-parse'], cwd=HERE, capture_output=True).returncode:
+        pytest.skip('not a git checkout')
+    paths = ['out-sweep/results.jsonl', 'out-sweep/runs.png', 'out-probe/results.jsonl', 'out-sweep.jsonl',
+             'out-gmlp/ckpt.pt', 'data/stdlib_byte/meta.json']
+    r = subprocess.run(['git', 'check-ignore', *paths], cwd=HERE, capture_output=True, text=True)
+    assert r.stdout.split() == paths

@@ -7,11 +7,14 @@ import errno
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
+import torch
 
 import checkpoint
 import configurator
@@ -180,7 +183,7 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, t
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=4')
     before = snapshot(out)
-    fill_disk(monkeypatch, configurator, r'^ckpt\.pt\.tmp', room=2000)  # torch.save then says 'unexpected pos'
+    fill_disk(monkeypatch, configurator, r'^ckpt\.pt\.(tmp|new)', room=2000)  # torch.save then says 'unexpected pos'
     with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; .*ckpt.pt is kept "
                                          r"as it was; free some space and resume with --init_from=resume$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8')
@@ -298,3 +301,252 @@ def test_a_stuck_ddp_process_ends_the_run_after_ddp_timeout_s(data_dir, tmp_path
                      r"away \(one stopped, crashed or hangs: see its output\); no checkpoint was saved; .*$",
                      proc.stderr, re.M), proc.stderr[-3000:]
     assert time.time() - t0 < 60  # not the default 1800 s
+
+
+# -----------------------------------------------------------------------------
+# nothing lost: reruns, Ctrl-C, two runs at once, faults in the middle of the rotation to prev/
+
+def start(data_dir, out_dir, *extra):
+    """train.py in a process of its own (its own session: a signal reaches it alone)."""
+    return subprocess.Popen([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                             f'--out_dir={out_dir}', *extra], cwd=HERE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(proc, text):
+    """Read proc's stdout until a line holds `text`; the lines read."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"{text!r} never printed: {''.join(lines)}{proc.stderr.read()}")
+
+
+def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=6')
+    trained = snapshot(out)
+    for _ in range(2):  # twice: the second rerun must not replace what the first kept either
+        proc = start(data_dir, out, '--max_iters=50', '--eval_iters=1000000')  # a first evaluation of minutes
+        wait_for(proc, 'step 0: evaluating')
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and 'stopped by SIGINT before any training: nothing saved' in stdout, stderr
+        assert snapshot(out) == trained  # no iteration-0 checkpoint, nothing moved to prev/
+
+
+def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=8')
+    trained = snapshot(out)
+    run(data_dir, out, '--max_iters=2', '--seed=2')  # a rerun, then stopped early (as a signal or crash leaves it)
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
+    ckpt['finished'] = False
+    torch.save(ckpt, out / 'ckpt.pt')
+    assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
+    run(data_dir, out, '--max_iters=2', '--seed=3')  # the next rerun replaces the stopped one, not prev/
+    assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
+    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
+    run(data_dir, out, '--max_iters=2', '--seed=4')  # a finished rerun does move to prev/: one generation
+    assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['config']['seed'] == 3
+
+
+def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    first = start(data_dir, out, '--max_iters=1000000', '--eval_interval=1000000')
+    wait_for(first, 'iter 2/')  # out_dir is locked from its creation on
+    second = subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                             f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and 'Traceback' not in second.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use by pid {first.pid} \(.*train\.py.*\), which is "
+                        rf"writing a run there; wait for it to finish or stop it, or use another folder\n",
+                        second.stderr), second.stderr
+    first.send_signal(signal.SIGINT)
+    first.communicate(timeout=60)
+    assert first.returncode == 130
+    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] > 0 and not os.path.exists(out / 'prev')
+    # the lock went with the process that held it (even killed with -9): a new run is not refused
+    holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
+                               f"configurator; configurator.lock_folder({str(out)!r}, 'x'); print(1, flush=True); "
+                               f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
+    with pytest.raises(UsageError, match=rf'in use by pid {holder.pid}'):
+        run(data_dir, out, '--max_iters=2', '--init_from=resume')  # refused at once, out_dir as it was
+    holder.kill()
+    holder.wait()
+    n = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
+    assert run(data_dir, out, '--init_from=resume', f'--max_iters={n + 2}')['iter_num'] == n + 2
+
+
+def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, tmp_path):
+    out = tmp_path / 'new'
+    procs = [start(data_dir, out, '--max_iters=300', '--log_interval=100', f'--seed={seed}') for seed in (1, 2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) in ([0, 2], [0, 0]), results  # overlapping: one is refused; one after the other: both ran
+    for err, code in zip((e for _, e in results), codes):
+        assert code == 0 or re.fullmatch(r"error: .* is in use by pid \d+ .*\n", err), err
+    folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
+    seeds = set()
+    for folder in folders:  # each folder holds the files of one run, not a mix of two
+        ckpt = checkpoint.load_checkpoint(str(folder / 'ckpt.pt'))
+        with open(folder / 'config.json') as f:
+            assert ckpt['config']['seed'] == json.load(f)['seed']
+        rows = checkpoint.read_jsonl(str(folder / 'log.jsonl'))
+        assert [r['iter'] for r in rows if 'loss' in r] == list(range(0, 300, 100))
+        seeds.add(ckpt['config']['seed'])
+    assert len(seeds) == len(folders)
+
+
+ROTATION_FAULT = """
+import os, shutil, sys
+sys.path.insert(0, {here!r})
+import checkpoint, train
+from configurator import run_main
+step, mode, n = int(sys.argv[1]), sys.argv[2], [0]
+
+def counted(fn):
+    def call(*args, **kwargs):
+        n[0] += 1
+        if n[0] == step:
+            if mode == 'kill':
+                os._exit(137)  # as kill -9: no except, no finally
+            raise OSError(28, 'No space left on device')
+        return fn(*args, **kwargs)
+    return call
+
+rotate = checkpoint.RunFiles.rotate
+def counting(self):  # count the file operations of the rotation to prev/ and of what settles it
+    for name in ('replace', 'link', 'makedirs', 'remove'):
+        setattr(checkpoint.os, name, counted(getattr(os, name)))
+    checkpoint.shutil.rmtree = counted(shutil.rmtree)
+    rotate(self)
+checkpoint.RunFiles.rotate = counting
+sys.argv[1:3] = []
+try:
+    run_main(train.main)
+finally:
+    print(f"file operations: {{n[0]}}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize('mode', ['kill', 'error'])
+def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_dir, tmp_path, mode):
+    script = tmp_path / 'fault.py'
+    script.write_text(ROTATION_FAULT.format(here=HERE))
+    base = tmp_path / 'base'
+    run(data_dir, base, '--max_iters=6')  # the trained run
+    run(data_dir, base, '--max_iters=4', '--seed=2')  # and one before it, now in prev/
+    trained, older = snapshot(base), {k[5:]: v for k, v in snapshot(base).items() if k.startswith('prev/')}
+    trained = {k: v for k, v in trained.items() if not k.startswith('prev/')}
+    for step in range(1, 40):
+        out = tmp_path / f'{mode}{step}'
+        shutil.copytree(base, out)
+        proc = subprocess.run([sys.executable, str(script), str(step), mode, *TINY, f'--data_dir={data_dir}',
+                               f'--out_dir={out}', '--max_iters=2', '--seed=3'],
+                              cwd=HERE, capture_output=True, text=True, timeout=120)
+        now = snapshot(out)  # what a reader sees: the three files, here and in prev/ (a killed run's temp
+        here = {k: v for k, v in now.items() if k in checkpoint.RUN_FILES}  # files are settled by the next run)
+        prev = {k[5:]: v for k, v in now.items() if k[5:] in checkpoint.RUN_FILES and k.startswith('prev/')}
+        assert here == trained or prev == trained, (step, proc.stderr[-500:])  # never a mix, never lost
+        parked = {k.split('/', 1)[1]: v for k, v in now.items() if re.match(r'prev\.old\d+/', k)}
+        assert prev in (older, trained) or parked == older, step  # the older run whole too (a swap of prev/
+        # killed half-way parks it in prev.old<pid>/; the next run puts it back)
+        if proc.returncode == 0:  # the rotation went through (an error at a hard link falls back to a copy)
+            assert here != trained and prev == trained
+            if int(proc.stderr.split('file operations: ')[1]) < step:
+                break  # no fault was injected: every step is covered
+            continue
+        assert 'Traceback' not in proc.stderr and proc.returncode in (2, 137), proc.stderr[-2000:]
+        if mode == 'error':  # one line, and out_dir as it was (before the commit) or the rotation finished
+            assert proc.stderr.count('\n') == 2 and (now == snapshot(base) or prev == trained), proc.stderr
+        # what comes next finds a whole run: a resume continues it, a rerun keeps it in prev/
+        assert run(data_dir, out, '--max_iters=8', '--init_from=resume')['iter_num'] == 8
+        assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} in (older, trained)
+        run(data_dir, out, '--max_iters=2', '--seed=4')
+        assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 8
+        shutil.rmtree(out)
+    assert proc.returncode == 0 and step > 5, step
+
+
+# -----------------------------------------------------------------------------
+# readers refuse what they cannot trust; bad values are one line
+
+def test_a_checkpoint_from_a_newer_format_or_with_wrong_types_is_one_line(data_dir, tmp_path):
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2')
+    good = torch.load(out / 'ckpt.pt', weights_only=True)
+    for change, what in [(dict(format_version=2), 'checkpoint format 2'), (dict(model_args=[1, 2]), "'model_args'"),
+                         (dict(iter_num='2'), "'iter_num'"), (dict(model={'lm_head.weight': 'w'}), "'model'"),
+                         (dict(rng=[]), 'random generator states')]:
+        torch.save({**good, **change}, out / 'ckpt.pt')
+        before = snapshot(out)
+        with pytest.raises(UsageError, match=what) as e:
+            run(data_dir, out, '--max_iters=4', '--init_from=resume')
+        assert '\n' not in str(e.value) and snapshot(out) == before  # not resumed, not rewritten as format 1
+        if 'rng' not in change:
+            with pytest.raises(UsageError, match=what):
+                sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
+    bad_args = {**good, 'model_args': {**good['model_args'], 'n_layer': 'two'}}
+    torch.save(bad_args, out / 'ckpt.pt')
+    with pytest.raises(UsageError, match='not valid for this model.py'):
+        checkpoint.model_from_checkpoint(checkpoint.load_checkpoint(str(out / 'ckpt.pt')))
+
+
+@pytest.mark.parametrize('args,expect', [
+    (['--max_flops=inf'], 'max_flops must be a finite number'), (['--max_flops=nan'], 'max_flops must be a finite'),
+    (['--learning_rate=nan'], 'learning_rate must be a positive number'), (['--seed=18446744073709551616'], 'seed'),
+    (['--max_seconds=inf'], 'max_seconds'), (['--lr=1e-3'], "unknown key 'lr'; did you mean learning_rate"),
+    (['--quik'], "unknown key 'quik'"), (['configs/gmlp.py', '--n_embd=150'], 'gmlp .*no heads.*n_head to one of'),
+    (['configs/amlp.py', '--n_embd=150'], 'amlp .*no heads'), (['configs/gmlp.py', '--n_head=5'], 'gmlp .*no heads'),
+    (['configs/gmpl.py'], r"not found; did you mean .*configs/gmlp\.py"), (['gmlp.py'], r"did you mean configs/gmlp\.py"),
+])
+def test_bad_values_are_one_line(args, expect):
+    with pytest.raises(UsageError, match=expect) as e:
+        parse_config(runtime.TrainConfig, [os.path.join(HERE, a) if a.startswith('configs/') else a for a in args])
+    assert '\n' not in str(e.value)
+
+
+@pytest.mark.parametrize('script,args,expect', [
+    ('train.py', [], 'give a config: python train.py configs/quick.py'),
+    ('train.py', ['--device=meta'], "device 'meta' is not one this code runs on"),
+    ('train.py', ['--device=hpu'], "device 'hpu' is not one this code runs on"),
+    ('sample.py', ['--seed=18446744073709551616'], r'seed must be in \[0, 2\*\*63\)'),
+    ('bench.py', ['--device=meta'], "device 'meta' is not one this code runs on"),
+    ('sweep.py', ['--max_flops=nan'], 'max_flops must be a finite number'),
+])
+def test_bad_input_is_one_line_and_exit_2(script, args, expect, tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == '' and proc.stderr.count('\n') == 1, proc.stderr
+    assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
+
+
+def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_dir, tmp_path, capsys):
+    run(data_dir, tmp_path, '--max_iters=2', '--always_save_checkpoint')  # a bare bool is --key=true
+    capsys.readouterr()
+    run(data_dir, tmp_path, '--max_iters=3', '--init_from=resume')
+    assert 'resuming from iter 2 (128 tokens)' in capsys.readouterr().out
+    greedy = sample.main([f'--out_dir={tmp_path}', '--device=cpu', '--max_new_tokens=8', '--temperature=0'])
+    greedy = capsys.readouterr().out
+    sample.main([f'--out_dir={tmp_path}', '--device=cpu', '--max_new_tokens=8', '--temperature=1e-40'])
+    assert capsys.readouterr().out == greedy  # 1e-40 is greedy, not a nan from inf - inf
+
+
+def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
+    # a terminal's Ctrl-C signals torchrun and its workers together; torchrun then prints its own report
+    # (README §4 says what it looks like); the worker's checkpoint and resume line are what count
+    out = tmp_path / 'out'
+    proc = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                             os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                             '--max_iters=1000000', '--eval_interval=1000000'], cwd=HERE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    wait_for(proc, 'iter 3/')
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert re.search(r'stopped by SIGINT at iter (\d+); resume with --init_from=resume', stdout), stdout + stderr
+    n = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
+    assert n >= 3 and run(data_dir, out, '--init_from=resume', f'--max_iters={n + 1}')['iter_num'] == n + 1

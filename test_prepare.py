@@ -629,3 +629,75 @@ def test_tokens_per_byte_of_a_char_corpus(tmp_path):
         assert meta['tokens_per_byte'][split] == pytest.approx(12 / 14)  # a line split at a line boundary
     assert D.bits_per_byte(meta, 'val', 2.0) == pytest.approx(2.0 / math.log(2) * 12 / 14)
     assert D.bits_per_byte({'vocab_size': 5}, 'val', 2.0) is None  # an older meta.json: no ratio recorded
+
+
+# -----------------------------------------------------------------------------
+# two runs at once, reading its own output, inputs that are not plain files
+
+def test_a_folder_another_prepare_is_writing_is_refused_and_a_killed_holder_does_not_block(tmp_path):
+    corpus = write(tmp_path / 'c.txt', TEXT * 20)
+    out = tmp_path / 'out'
+    P.main([f'--input={corpus}', f'--out_dir={out}'])
+    before = files(out)
+    holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
+                               f"configurator; configurator.lock_folder({str(out)!r}, 'a dataset'); print(1, flush=True); "
+                               f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()  # another prepare.py, half-way through writing its shards into `out`
+    r = run_cli([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'], cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert f"{out} is in use by pid {holder.pid} (python -c" in r.stderr and 'wait for it to finish' in r.stderr
+    assert files(out) == before  # nothing of its own written, nothing of the other's removed
+    holder.kill()  # as kill -9: the kernel drops the lock with the process
+    holder.wait()
+    P.main([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'])
+    assert D.read_meta(str(out))['tokenizer']['kind'] == 'byte'
+
+
+def test_two_prepares_at_once_leave_one_whole_dataset(tmp_path):
+    corpus = write(tmp_path / 'c.txt', TEXT * 20000)  # ~1.5 MB: long enough to overlap
+    out = tmp_path / 'out'
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, 'prepare.py'), f'--input={corpus}', f'--out_dir={out}',
+                               f'--tokenizer={tok}'], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for tok in ('char', 'byte')]
+    results = [p.communicate(timeout=120) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) in ([0, 2], [0, 0]), results
+    meta = D.read_meta(str(out))
+    assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
+    tok = tokenizer.load_tokenizer(meta)
+    assert tok.decode(read_split(out, 'train').tolist() + read_split(out, 'val').tolist()) == TEXT * 20000
+
+
+def test_out_dir_inside_the_input_folder_is_not_read_as_text(tmp_path):
+    src = tmp_path / 'src'
+    src.mkdir()
+    write(src / 'a.txt', TEXT * 50)
+    args = [f'--input={src}', f'--out_dir={src / "data"}', '--errors=replace']
+    P.main(args)
+    first = D.read_meta(str(src / 'data'))
+    P.main(args)  # the second run walks src/ again: its data/ folder (shards, meta.json) is left out
+    again = D.read_meta(str(src / 'data'))
+    assert again['vocab_size'] == first['vocab_size'] and again['source']['files'] == first['source']['files'] == 1
+    assert again['tokens'] == first['tokens']
+
+
+def test_a_pipe_is_read_and_unreadable_inputs_are_one_line(tmp_path):
+    text = TEXT * 500  # more than a pipe's buffer
+    r = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--input=/dev/stdin',
+                        f'--out_dir={tmp_path / "piped"}'], input=text, text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    meta = D.read_meta(str(tmp_path / 'piped'))
+    assert sum(meta['bytes'].values()) == len(text.encode())
+    folder = tmp_path / 'in'
+    folder.mkdir()
+    write(folder / 'a.txt', TEXT)
+    os.symlink(folder / 'gone.txt', folder / 'b.txt')  # a dangling link
+    with pytest.raises(P.UsageError, match=r"cannot read '.*b.txt' \(no such file or directory\)"):
+        P.main([f'--input={folder}', f'--out_dir={tmp_path / "out"}'])
+    os.remove(folder / 'b.txt')
+    write(folder / 'c.txt', TEXT)
+    os.chmod(folder / 'c.txt', 0)
+    if not os.access(folder / 'c.txt', os.R_OK):  # (root reads anything)
+        with pytest.raises(P.UsageError, match=r"cannot read '.*c.txt' \(permission denied\)"):
+            P.main([f'--input={folder}', f'--out_dir={tmp_path / "out"}'])
+    assert not os.path.exists(tmp_path / 'out')

@@ -152,7 +152,7 @@ def test_results_file_round_trips_into_the_table(tmp_path):
         probe.append_record(p.results, rec)
     with open(p.results, 'a') as f:
         f.write('{"key": {"config": "gpt", "wid')  # a line cut short by a killed run is skipped
-    records = probe.read_results(p.results)
+    records = probe.read_results(p.results, 'probe')
     assert len(records) == 4
     lines = probe.table(records).splitlines()
     assert lines[0].startswith('| config | width | params | T=64 N=4 | T=64 N=8 |')
@@ -180,6 +180,6 @@ def test_rerun_skips_finished_runs_and_tries_the_next_lr_only_when_unsolved(tmp_
     assert sorted(calls) == [('gmlp', 1e-3), ('gmlp', 3e-3), ('gpt', 3e-3)]  # gpt solved at its first lr
     calls.clear()
     assert probe.run_grid(*args) == 0 and calls == []  # everything is in the file
-    assert len(probe.read_results(p.results)) == 3
+    assert len(probe.read_results(p.results, 'probe')) == 3
     # a new lr in the grid runs only for the unsolved cell
     assert probe.run_grid(p, paths, [64], [64], [4], [3e-3, 1e-3, 1e-2]) == 1 and calls == [('gmlp', 1e-2)]

@@ -469,11 +469,11 @@ def test_sigint_during_an_evaluation_stops_at_once_and_resumes_exactly(data_dir,
 def test_progress_lines_show_the_position_and_an_eta(data_dir, tmp_path, capsys):
     run(data_dir, tmp_path / 'a', '--max_iters=6')
     out = capsys.readouterr().out
-    assert re.search(r"^iter 2/6 \(50%\): loss [\d.]+, lr .*ms/iter, .* tok/s, ETA [\d.]+s$", out, re.M), out
+    assert re.search(r"^iter 3/6 \(50%\): loss [\d.]+, lr .*ms/iter, .* tok/s, ETA [\d.]+s$", out, re.M), out
     assert re.search(r"^step 4: evaluating, 2 batches per split\.\.\.\nstep 4: train loss [\d.]+, val loss [\d.]+ "
                      r"\([\d.]+s\)$", out, re.M), out
     run(data_dir, tmp_path / 'b', '--max_iters=1000', '--max_tokens=200')  # 64 tokens per iteration: 4
-    assert re.search(r"^iter 1/4 \(50% of max_tokens\): .*, ETA ", capsys.readouterr().out, re.M)
+    assert re.search(r"^iter 2/4 \(50% of max_tokens\): .*, ETA ", capsys.readouterr().out, re.M)
 
 
 def test_progress_counts_the_budget_that_ends_the_run_first():
@@ -481,15 +481,15 @@ def test_progress_counts_the_budget_that_ends_the_run_first():
     p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
     p.eval_s = 10.0
     # 1750 iterations at 0.1s, and evals at 500, 1000, 1500, 2000
-    assert p.status(249, 25.0, 0.1) == ('iter 249/2000 (12%)', 'ETA 3m35s')
+    assert p.status(249, 25.0, 0.1) == ('iter 250/2000 (12%)', 'ETA 3m35s')
     cfg = parse_config(runtime.TrainConfig, ['--max_iters=2000', '--eval_interval=500', '--max_seconds=60'])
     p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
     p.eval_s = 5.0
     # 35 seconds left end it at about iteration 600: evals at 500 and at the end
-    assert p.status(249, 25.0, 0.1) == ('iter 249 (42% of max_seconds)', 'ETA 45s')
+    assert p.status(249, 25.0, 0.1) == ('iter 250 (42% of max_seconds)', 'ETA 45s')
     cfg = parse_config(runtime.TrainConfig, ['--max_iters=2000', '--max_flops=1e6'])
     p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1000.0)
-    assert p.status(4, 0.0, 0.1)[0] == 'iter 4/10 (50% of max_flops)'
+    assert p.status(4, 0.0, 0.1)[0] == 'iter 5/10 (50% of max_flops)'
     assert [runtime.duration(s) for s in (0.04, 42, 92, 5 * 3600 + 180, 3 * 86400 + 4 * 3600)] == \
         ['0.0s', '42s', '1m32s', '5h03m', '3d04h']
 

@@ -40,6 +40,9 @@ from runtime import (Distributed, NonFiniteWatch, Progress, StopSignals, TrainCo
 
 
 def main(argv):
+    if not argv:  # nanoGPT's bare train.py is GPT-2 124M for days: say what to run instead of starting it
+        raise UsageError("give a config: python train.py configs/quick.py (about a minute on a CPU), or one per "
+                         "architecture in configs/; python train.py --help lists every key")
     cfg = parse_config(TrainConfig, argv, doc=__doc__)
     procs = Distributed()  # one process, or the ones torchrun started
     device = procs.device(resolve_device(cfg.device))
@@ -60,6 +63,9 @@ def main(argv):
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
     if ckpt is not None:
         check_resumable(ckpt, cfg, meta, ckpt_path)
+    files = RunFiles(cfg)  # out_dir's ckpt.pt, log.jsonl (one JSON object per line), config.json
+    if procs.master:
+        files.hold()  # one run at a time in out_dir: a second one is refused now, not after its warm-up
 
     with procs.running(device, cfg.ddp_timeout_s, ckpt_path):
         if procs.master:
@@ -76,7 +82,9 @@ def main(argv):
                                                    device_type, optimizer=cfg.optimizer)
         scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))  # float16 only
         torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream of their own in each process
-        state = RunState() if ckpt is None else restore(ckpt, raw_model, optimizer, scaler, cfg=cfg, dist=procs)
+        # a scratch run holds no training at iteration 0: nothing to save there
+        state = RunState(saved_at=0) if ckpt is None else restore(ckpt, raw_model, optimizer, scaler, cfg=cfg,
+                                                                   dist=procs)
         accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's micro-steps
         if procs.master:
             rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
@@ -90,11 +98,11 @@ def main(argv):
         if device_type == 'cuda':
             torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
             torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
-        return train(cfg, meta, batches, procs, accum=accum, raw_model=raw_model, optimizer=optimizer, scaler=scaler,
-                     state=state)
+        return train(cfg, meta, batches, procs, files, accum=accum, raw_model=raw_model, optimizer=optimizer,
+                     scaler=scaler, state=state)
 
 
-def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, state):
+def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scaler, state):
     device_type = torch.device(cfg.device).type
     ctx = autocast_context(device_type, cfg.dtype)
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
@@ -102,7 +110,6 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
     model = torch.compile(raw_model) if cfg.compile else raw_model  # evaluation runs this one
     train_model = DDP(model, device_ids=[torch.device(cfg.device).index] if device_type == 'cuda' else None) \
         if procs.ddp else model
-    files = RunFiles(cfg)  # out_dir's ckpt.pt, log.jsonl (one JSON object per line), config.json
     stop_signals = StopSignals(announce=procs.master)  # Ctrl-C / SIGTERM: finish the step, save, exit
     progress = Progress(cfg, iter_num=state.iter_num, tokens_seen=state.tokens_seen, tokens_per_iter=tokens_per_iter,
                         flops_per_token=flops_per_token, train_s=state.train_s, elapsed_s=state.elapsed_s)
@@ -128,6 +135,7 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
             state.train_s, state.elapsed_s = progress.train_s, progress.elapsed_s
             signalled, out_of_time = procs.agree(stop_signals, progress.out_of_time())
             stop = progress.stop_reason(state.iter_num, out_of_time, signalled)
+            state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the run's last
 
             # 2. evaluate (also at the end) and save; not twice at one iteration (that of a resumed checkpoint)
             if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
@@ -199,7 +207,7 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
                 last = {'iter': state.iter_num + 1, 'tokens': state.tokens_seen, 'train_s': state.train_s}
             state.iter_num += 1
 
-        if state.saved_at != state.iter_num:  # the final state (also after a signal)
+        if state.saved_at != state.iter_num:  # the final state (also after a signal), if it holds new training
             save(raw_model, optimizer, scaler, state, **run)
     finally:
         stop_signals.restore()
@@ -209,7 +217,8 @@ def train(cfg, meta, batches, procs, *, accum, raw_model, optimizer, scaler, sta
                    best_val_loss=state.best_val_loss, train_s=state.train_s, elapsed_s=progress.elapsed_s,
                    stop=stop, ckpt_path=files.ckpt_path, params=raw_model.get_num_params())
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
-        stop_signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume", announce=procs.master)
+        stop_signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num else
+                          "before any training: nothing saved", announce=procs.master)
     if procs.master:
         print(f"done: {stop} at iter {state.iter_num}, {state.tokens_seen:,} tokens, {state.train_s:.1f}s training")
     return summary
