@@ -29,7 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 BLOCKS = ('transformer', 'gmlp', 'amlp')
 ATTNS = ('mha', 'mdha')
-FFNS = ('relu', 'gelu', 'relu2', 'glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
+FFNS = ('relu', 'gelu', 'relu2', 'glu', 'bilinear', 'reglu', 'geglu', 'swiglu', 'none')
 GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
 NORMS = ('layernorm', 'rmsnorm')
 POS_EMBS = ('learned', 'none', 'rope')
@@ -52,7 +52,7 @@ class GPTConfig:
     dconv_kernel: int = 3       # MDHA: depth-wise conv width along the sequence
     dconv_shared: bool = False  # MDHA: share kernels across heads (labml) instead of per channel
     dconv_init: str = 'primer'  # MDHA conv init: 'primer' (0.5 now, 0.5/K earlier) | 'random' (nn.Conv1d's)
-    ffn: str = 'gelu'           # transformer blocks: one of FFNS
+    ffn: str = 'gelu'           # transformer blocks: one of FFNS; 'none' = attention only (the probe's mixer view)
     ffn_hidden: int = 0         # FFN hidden width; 0 = 4*n_embd, gated 2/3 of that (rounded)
     ffn_multiple_of: int = 64   # gated auto width is rounded to a multiple of this
     bias1: bool = True          # FFN: bias of the first layer (only while bias=True)
@@ -117,6 +117,8 @@ class GPTConfig:
             knob = 'ffn_hidden' if self.block == 'transformer' else 'gmlp_d_ffn'
             raise ValueError(f"match_params={self.match_params!r} picks {knob} itself; set {knob}=0 or "
                              f"match_params=''")
+        if self.match_params and self.ffn == 'none':
+            raise ValueError("ffn='none' has no width for match_params to size; set match_params=''")
 
     @property
     def head_size(self):
@@ -162,8 +164,8 @@ def count_flops(config, T=None):
         layer = 2 * C * 3 * C + 2 * C * C + 2 * 2 * T * C  # c_attn, c_proj, QK^T and AV
         if cfg.attn == 'mdha':
             layer += 2 * 3 * C * cfg.dconv_kernel
-        hidden = ffn_width(cfg)
-        layer += 2 * C * hidden * (3 if cfg.ffn in GATED else 2)
+        if cfg.ffn != 'none':
+            layer += 2 * C * ffn_width(cfg) * (3 if cfg.ffn in GATED else 2)
     else:
         d = gmlp_width(cfg)
         layer = 2 * C * d + 2 * (d // 2) * C + 2 * T * (d // 2)  # c_fc, c_proj, spatial W
@@ -503,18 +505,19 @@ class SpatialGatingUnit(nn.Module):
 # Blocks
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); with ffn='none' the token
+    mixer alone, as Zoology's MQAR models are (its state mixer = identity)."""
 
     def __init__(self, config):
         super().__init__()
         self.ln_1 = make_norm(config, config.n_embd)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = make_norm(config, config.n_embd)
-        self.mlp = MLP(config)
+        self.ln_2 = make_norm(config, config.n_embd) if config.ffn != 'none' else None
+        self.mlp = MLP(config) if config.ffn != 'none' else None
 
     def forward(self, x, cache=None, pos=0):
         x = x + self.attn(self.ln_1(x), cache, pos)
-        return x + self.mlp(self.ln_2(x))
+        return x if self.mlp is None else x + self.mlp(self.ln_2(x))
 
 
 class GMLPBlock(nn.Module):

@@ -1,33 +1,38 @@
 """
-Multi-query associative recall (MQAR): can a block find, by content, a token it saw earlier?
+Multi-query associative recall (MQAR): can a token mixer find, by content, a token it saw earlier?
 
-    python probe.py --quick                          # a few minutes on 2 CPU cores
-    python probe.py                                  # the default grid: 32 runs (README §9: measured times)
-    python probe.py --configs=gpt,gmlp --widths=64 --seq_lens=64 --pairs=4,8
-    python probe.py --replot                         # table and PNG again from the results file
+    python probe.py --quick                           # a smoke run: two mixers, one tiny cell, about a minute
+    python probe.py                                   # the default grid (README §9: what it covers, its time)
+    python probe.py --views=mixer,block --pairs=4,16  # any grid: views, configs, widths, seq_lens, pairs
+    python probe.py --full                            # Zoology's grid: days on a CPU, hours on a GPU
+    python probe.py --replot                          # table and PNG again from the results file
 
-Zoology (Arora et al. 2023, arXiv:2312.04927 sec. 3) found that attention solves MQAR at every
-width while gated convolutions, whose token mixing does not depend on the input (gMLP's SGU is
-one), need a width that grows with the sequence length. gMLP's paper added a tiny attention
-(aMLP, arXiv:2105.08050 sec. 4.3) because gMLP lagged on cross-token lookups. This probe trains
-each config of configs/ (its block type and flags, at a small shared shape) on MQAR sequences
-generated here, through model.py and train.py's AdamW and schedule, and reports accuracy on a
-fixed held-out set at each sequence length T and number of key-value pairs N.
+Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no
+channel MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a
+learning-rate grid up to 1e-2, loss on the answers only; attention solves every setting there,
+while gated convolutions (input-independent token mixing, as gMLP's SGU) need a width that grows
+with the sequence. Two views of every config of configs/, at a shared small shape (2 layers, width d,
+heads of 32, block_size T):
+- mixer (the default, Zoology's): the config's token mixer with its channel MLP removed (ffn='none':
+  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP
+  to remove (the SGU is their mixer): their whole block, in both views. Configs whose mixers are the
+  same model (gpt, swiglu, geglu, reglu: GPT-2 attention) share one run.
+- block: the whole block as the config defines it.
 
 A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct in a sequence):
 
     k1 v1 k2 v2 ... kN vN  0 0 k2 0 k1 0 0 ... kN 0        inputs: N pairs, then N queries
     -1 -1 ..................  -1 v2 -1 v1 -1 ... vN -1      targets: the paired value at each query
 
-The target at a query key's own position is its value (the next token, as in a language model's
-targets), so loss and accuracy count the N answer positions only (-1 elsewhere, ignored).
-
-Each (config, width, T, N) cell is trained at the learning rates of `lr` in turn until one reaches
-stop_acc on the held-out set; one record per run is appended to the results file (JSON lines) as
-it finishes, with the accuracy curve. A re-run skips the runs already there, so an interrupted
-grid resumes; --replot redraws the table and the PNG from that file alone.
+The answers never appear after their query, so no shortcut scores above 1/N (a value of the
+sequence at random) or 1/(V/2) (any value). Training sequences are fresh every step (nothing to
+memorise); the held-out set is fixed. Each cell trains for the steps the emergence law gives
+(recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al. arXiv:2511.16893), times `budget`,
+stopping early at stop_acc, at each learning rate in turn until one solves it. One record per run is
+appended to the results file as it ends; a rerun skips finished runs.
 """
 import dataclasses
+import hashlib
 import json
 import math
 import multiprocessing
@@ -39,56 +44,60 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolE
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
-from configurator import UsageError, keys_given, parse_config, run_main
-from results import append_record, arch_key, config_paths, pyplot, read_results, save_png
+from configurator import UsageError, keys_given, parse_config, require, run_main
+from model import GPT, GPTConfig
+from results import append_record, arch_key, check_writable, config_paths, pyplot, read_results, save_png
 from runtime import TrainConfig, duration
 
 FILLER = 0  # the pad token between queries; never a key or a value
+VIEWS = ('mixer', 'block')
 
 
 @dataclass
 class ProbeConfig:
-    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: every configs/*.py but quick.py
-    widths: list = field(default_factory=lambda: ['64', '128'])  # n_embd values (model width d)
-    seq_lens: list = field(default_factory=lambda: ['64'])  # sequence lengths T (also block_size), e.g. 64,128,256
-    pairs: list = field(default_factory=lambda: ['4', '16'])  # key-value pairs N per sequence (3N <= T), e.g. 4,8,16,32
-    n_layer: int = 2                 # layers of every model (attention needs 2 for an induction-style lookup)
+    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: every architecture config
+    views: list = field(default_factory=lambda: ['mixer'])  # mixer (the token mixer alone, Zoology's) and/or block
+    widths: list = field(default_factory=lambda: ['64'])  # model widths d (n_embd)
+    seq_lens: list = field(default_factory=lambda: ['64'])  # sequence lengths T (also block_size)
+    pairs: list = field(default_factory=lambda: ['4'])  # key-value pairs N per sequence (3N <= T)
+    n_layer: int = 2                 # layers of every model (two: an induction-style lookup needs them)
     head_size: int = 32              # n_head = width // head_size for attention blocks
-    vocab_size: int = 128            # FILLER + keys (1..V/2-1) + values (V/2..V-1); needs V/2-1 >= N
-    match_params: str = ''           # '' = each block's paper width (gMLP 6d); 'gpt' = model.matched_width
-    steps: int = 1500                # optimizer steps per run (the cosine schedule ends here)
-    batch_size: int = 32             # sequences per step, fresh ones every step
-    lr: list = field(default_factory=lambda: ['3e-3'])  # peak learning rates, tried in turn until one solves (e.g. 3e-3,1e-2)
-    warmup_iters: int = 100          # linear warmup steps of TrainConfig.lr_at
-    min_lr_ratio: float = 0.1        # min_lr = lr * this, at the end of the cosine
+    vocab_size: int = 256            # FILLER + keys (1..V/2-1) + values (V/2..V-1): N <= V/2 - 1
+    batch_size: int = 512            # sequences per step, fresh ones every step (Zoology's 512)
+    learning_rate: list = field(default_factory=lambda: ['3e-3', '1e-2', '1e-3'])  # tried in turn until one solves
+    budget: float = 1.0              # steps = budget x the emergence law's tokens 10^5.7 sqrt(B T), over B T per step
+    warmup_frac: float = 0.1         # linear warmup over this share of the steps, then cosine to lr/10
     weight_decay: float = 0.1        # AdamW decoupled weight decay (GPT.configure_optimizers)
     eval_interval: int = 100         # steps between held-out evaluations (the curve's points)
     eval_seqs: int = 512             # held-out sequences per cell, the same ones every evaluation
     stop_acc: float = 0.99           # a run stops early, and the cell counts as solved, at this accuracy
     seed: int = 0                    # sets the init, the training sequences and the held-out set
     jobs: int = 2                    # runs at once, one thread each
-    results: str = 'results/probe.jsonl'  # the results file (JSON lines), appended run by run
+    results: str = ''                # the results file (JSON lines); '' = out-probe/results.jsonl (quick.jsonl)
     png: str = ''                    # the plot; '' = the results file's name with .png
     replot: bool = False             # table and PNG from the results file only, no training
-    quick: bool = False              # a few-minute grid: gpt, primer_ez, gmlp, amlp at width 64, T=64, N=4,8, 600 steps
+    quick: bool = False              # a smoke run in about a minute: gpt and gmlp mixers at T=16, N=2, budget 0.05
+    full: bool = False               # Zoology's grid: every config, both views, T=64,256, N=4,16,64, d=64,128
 
     def __post_init__(self):
-        for name in ('n_layer', 'head_size', 'steps', 'batch_size', 'eval_interval', 'eval_seqs', 'jobs'):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.vocab_size < 6:
-            raise ValueError(f"vocab_size={self.vocab_size} is too small: it holds FILLER, keys and values")
-        if not 0.0 < self.stop_acc <= 1.0:
-            raise ValueError(f"stop_acc must be in (0, 1], got {self.stop_acc}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.warmup_iters >= self.steps:
-            raise ValueError(f"warmup_iters={self.warmup_iters} must be below steps={self.steps}")
+        require(self, 'n_layer head_size batch_size eval_interval eval_seqs jobs', lambda v: v >= 1,
+                "must be at least 1")
+        require(self, 'vocab_size', lambda v: v >= 6, "is too small: it holds FILLER, keys and values")
+        require(self, 'stop_acc', lambda v: 0 < v <= 1, "must be in (0, 1]")
+        require(self, 'budget', lambda v: 0 < v < math.inf, "must be a positive number")
+        require(self, 'warmup_frac', lambda v: 0 <= v < 1, "must be in [0, 1)")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")
+        bad = [v for v in self.views if v not in VIEWS]
+        if bad:
+            raise ValueError(f"views: {bad[0]!r} is not one of {', '.join(VIEWS)}")
 
 
-QUICK = dict(configs=['gpt', 'primer_ez', 'gmlp', 'amlp'], widths=['64'], seq_lens=['64'],
-             pairs=['4', '8'], steps=600, results='results/probe_quick.jsonl')
+QUICK = dict(configs=['gpt', 'gmlp'], seq_lens=['16'], pairs=['2'], vocab_size=32, batch_size=64, budget=0.05,
+             learning_rate=['1e-2'], eval_interval=50, results=os.path.join('out-probe', 'quick.jsonl'))
+FULL = dict(views=['mixer', 'block'], widths=['64', '128'], seq_lens=['64', '256'], pairs=['4', '16', '64'],
+            learning_rate=['1e-4', '4.6e-4', '2.2e-3', '1e-2'])  # Zoology's logspace(-4, -2, 4)
 
 
 def numbers(name, texts, kind):
@@ -97,9 +106,15 @@ def numbers(name, texts, kind):
         values = [kind(t) for t in texts]
     except ValueError:
         raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by commas") from None
-    if not values or min(values) <= 0:
+    if not values or not all(0 < v < math.inf for v in values):
         raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
     return values
+
+
+def law_steps(probe, T):
+    """Optimizer steps a cell trains for: budget x the emergence law's tokens, 10^5.7 sqrt(B T), in steps."""
+    tokens = 10 ** 5.7 * math.sqrt(probe.batch_size * T)
+    return max(1, math.ceil(probe.budget * tokens / (probe.batch_size * T)))
 
 
 # -----------------------------------------------------------------------------
@@ -133,7 +148,6 @@ def mqar_batch(rng, *, batch, T, n_pairs, vocab):
 
 def batch_at(seed, *key, batch, T, n_pairs, vocab):
     """Batch `key` of a run as torch tensors: (seed, 0, step) trains, (seed, 1) is the held-out set."""
-    import torch
     x, y = mqar_batch(np.random.default_rng([seed, T, n_pairs, vocab, *key]), batch=batch, T=T,
                       n_pairs=n_pairs, vocab=vocab)
     return torch.from_numpy(x), torch.from_numpy(y)
@@ -145,258 +159,268 @@ def accuracy(logits, targets):
     return (logits.argmax(dim=-1)[mask] == targets[mask]).float().mean().item()
 
 
-# -----------------------------------------------------------------------------
-# one run: a config file's block at the probe's shape, trained as train.py trains
+def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
+    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands, in `buckets`
+    equal ranges of the distances this layout allows (2 to T - 1)."""
+    hits, dist = [], []
+    right = logits.argmax(dim=-1) == y
+    for row in range(x.size(0)):
+        key_pos = {int(k): 2 * i for i, k in enumerate(x[row, 0:2 * n_pairs:2])}
+        for t in (y[row] != -1).nonzero().flatten().tolist():
+            dist.append(t - key_pos[int(x[row, t])])
+            hits.append(bool(right[row, t]))
+    edges = np.linspace(2, x.size(1), buckets + 1)
+    out = []
+    for lo, hi in zip(edges, edges[1:]):
+        sel = [h for d, h in zip(dist, hits) if lo <= d < hi or (hi == edges[-1] and d == hi)]
+        if sel:
+            out.append([int(lo), int(hi), sum(sel) / len(sel), len(sel)])
+    return out
 
-def train_config(path, probe, *, width, T, lr):
-    """TrainConfig of config file `path` with the probe's shape, data and schedule; the block
-    type and its flags (attn, ffn, block, pos_emb, norm, bias, ...) stay the file's."""
+
+# -----------------------------------------------------------------------------
+# one run: a config's mixer or block at the probe's shape, trained as train.py trains
+
+def model_args(path, probe, *, view, width, T):
+    """The GPTConfig fields of config file `path` at the probe's shape; in the mixer view without its
+    channel MLP (ffn='none') when it is a transformer block. Block type, attention, positions, norms and
+    biases stay the file's."""
     cfg = parse_config(TrainConfig, [path])
-    shape = dict(n_layer=probe.n_layer, n_embd=width, n_head=max(1, width // probe.head_size),
-                 block_size=T, vocab_size=probe.vocab_size, dropout=0.0, match_params=probe.match_params,
-                 ffn_hidden=0, gmlp_d_ffn=0)
-    schedule = dict(learning_rate=lr, min_lr=lr * probe.min_lr_ratio, max_iters=probe.steps,
-                    warmup_iters=probe.warmup_iters, lr_decay_iters=probe.steps, decay_lr=True,
-                    weight_decay=probe.weight_decay, batch_size=probe.batch_size, seed=probe.seed,
-                    device='cpu', dtype='float32')
+    args = {**cfg.model_args(), 'n_layer': probe.n_layer, 'n_embd': width, 'n_head': max(1, width // probe.head_size),
+            'block_size': T, 'vocab_size': probe.vocab_size, 'dropout': 0.0, 'match_params': '', 'ffn_hidden': 0,
+            'gmlp_d_ffn': 0}
+    if view == 'mixer' and args['block'] == 'transformer':
+        args['ffn'] = 'none'
     try:
-        return dataclasses.replace(cfg, **shape, **schedule)
+        GPTConfig(**args)
     except ValueError as e:
         raise UsageError(f"{path} at width {width}, T={T}: {e}") from None
+    return args
 
 
-def train_run(path, probe, key, threads=None, log=False):
-    """Train one run (key: config, width, T, N, lr, ...) and return its results record;
-    threads=None leaves torch's thread count as it is; log: a stderr line at each evaluation."""
-    import torch
+def run_key(probe, args, *, view, T, N, lr):
+    """What identifies a run in the results file: the model (whichever configs share it), the data and
+    the recipe: everything that changes its outcome."""
+    model = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+    return dict(model=model, view=view, width=args['n_embd'], T=T, N=N, lr=lr, n_layer=probe.n_layer,
+                vocab=probe.vocab_size, batch=probe.batch_size, steps=law_steps(probe, T), seed=probe.seed,
+                warmup_frac=probe.warmup_frac, weight_decay=probe.weight_decay, stop_acc=probe.stop_acc,
+                eval_interval=probe.eval_interval, eval_seqs=probe.eval_seqs)
+
+
+def train_run(args, probe, key, threads=None, log=False):
+    """Train one run and return its results record; threads=None leaves torch's thread count as it is;
+    log: a stderr line at each evaluation."""
     threads_before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _train_run(path, probe, key, log)
+        return train_cell(args, probe, key, log)
     finally:
         torch.set_num_threads(threads_before)  # in this process (jobs=1, tests), later work is not changed
 
 
-def _train_run(path, probe, key, log):
-    import torch
-    from model import GPT, GPTConfig, ffn_width, gmlp_width
+@torch.no_grad()
+def held_out(model, X, Y):
+    """(accuracy, loss, logits) of the model on the held-out set."""
+    model.eval()
+    logits, loss = model(X, Y)
+    model.train()
+    return accuracy(logits, Y), loss.item(), logits
+
+
+def train_cell(args, probe, key, log):
     t0, cpu0 = time.time(), time.process_time()
-    cfg = train_config(path, probe, width=key['width'], T=key['T'], lr=key['lr'])
-    mcfg = GPTConfig(**cfg.model_args())
-    torch.manual_seed(cfg.seed)
-    model = GPT(mcfg)
-    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), 'cpu')
+    steps, lr = key['steps'], key['lr']
+    cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps, 'lr_decay_iters': steps,
+                         'warmup_iters': int(probe.warmup_frac * steps), 'weight_decay': probe.weight_decay,
+                         'seed': probe.seed})
+    torch.manual_seed(probe.seed)
+    model = GPT(GPTConfig(**args))
+    optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
     data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
-    X_val, Y_val = batch_at(cfg.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
-
-    @torch.no_grad()
-    def evaluate():
-        model.eval()
-        logits, loss = model(X_val, Y_val)
-        model.train()
-        return accuracy(logits, Y_val), loss.item()
-
+    X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
     curve, step = [], 0
     while True:
-        if step % probe.eval_interval == 0 or step == probe.steps:
-            acc, loss = evaluate()
+        if step % probe.eval_interval == 0 or step == steps:
+            acc, loss, logits = held_out(model, X_val, Y_val)
             curve.append([step, acc, loss])
             if log:
-                print(f"  {key['config']} step {step}: held-out acc {acc:.3f}, loss {loss:.3f} "
-                      f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
-            if acc >= probe.stop_acc or step == probe.steps:
+                print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step {step}: held-out acc "
+                      f"{acc:.3f}, loss {loss:.3f} ({duration(time.time() - t0)})", file=sys.stderr, flush=True)
+            if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
                 break
-        lr = cfg.lr_at(step)  # train.py's warmup + cosine
         for group in optimizer.param_groups:
-            group['lr'] = lr
-        X, Y = batch_at(cfg.seed, 0, step, batch=probe.batch_size, **data)
+            group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
+        X, Y = batch_at(probe.seed, 0, step, batch=probe.batch_size, **data)
         _, loss = model(X, Y)
         loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        if not math.isfinite(loss.item()):
-            curve.append([step, 0.0, float('nan')])
-            break
-    acc = curve[-1][1]
-    width_knob = ffn_width(mcfg) if mcfg.block == 'transformer' else gmlp_width(mcfg)
-    return dict(kind='probe', key=key, **key, acc=acc, best_acc=max(c[1] for c in curve), solved=acc >= probe.stop_acc,
-                steps_run=step, seconds=time.time() - t0,
-                cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(),
-                hidden=width_knob, block=mcfg.block, attn=mcfg.attn, ffn=mcfg.ffn, pos_emb=mcfg.pos_emb,
-                curve=curve, date=time.strftime('%Y-%m-%d'),
+    solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
+    return dict(kind='probe', key=key, **key, acc=curve[-1][1], best_acc=max(c[1] for c in curve),
+                solved=solved_at is not None, solved_at=solved_at, steps_run=step, seconds=time.time() - t0,
+                cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(), block=args['block'],
+                attn=args['attn'], ffn=args['ffn'], pos_emb=args['pos_emb'], curve=curve,
+                acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']), date=time.strftime('%Y-%m-%d'),
                 machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
                         f"{torch.get_num_threads()} thread(s)")
-
-
-def run_key(probe, path, width, T, N, lr):
-    """What identifies a run in the results file: everything that changes its outcome."""
-    return dict(config=os.path.basename(path)[:-3], width=width, T=T, N=N, lr=lr, n_layer=probe.n_layer,
-                head_size=probe.head_size, vocab=probe.vocab_size, steps=probe.steps, batch=probe.batch_size,
-                warmup=probe.warmup_iters, min_lr_ratio=probe.min_lr_ratio, weight_decay=probe.weight_decay,
-                seed=probe.seed, stop_acc=probe.stop_acc, eval_interval=probe.eval_interval,
-                match_params=probe.match_params, eval_seqs=probe.eval_seqs)
-
-
-def ident(key):
-    return json.dumps(key, sort_keys=True)
 
 
 # -----------------------------------------------------------------------------
 # the grid: cells run in worker processes, a record appended as each run ends
 
-def run_grid(probe, paths, widths, seq_lens, pairs, lrs):
-    """Every cell (config, width, T, N) not yet solved in the results file: its learning rates in turn,
-    the next one only while none so far reached stop_acc. Returns the number of runs made."""
-    done = {ident(r['key']): r for r in read_results(probe.results, 'probe')}
-    cells, skipped = [], 0
-    for T in seq_lens:
-        for N in pairs:
-            if 3 * N > T:
-                continue
-            for width in widths:
-                for path in paths:
-                    keys = [run_key(probe, path, width, T, N, lr) for lr in lrs]
-                    if any(done.get(ident(k), {}).get('solved') for k in keys) or all(ident(k) in done for k in keys):
-                        skipped += 1
-                        continue
-                    cells.append([k for k in keys if ident(k) not in done])
-    left_out = [(T, N) for T in seq_lens for N in pairs if 3 * N > T]
-    if left_out:
-        print(f"note: skipping (T, N) = {', '.join(f'({T}, {N})' for T, N in left_out)}: "
-              f"N pairs and N queries need 3N <= T", file=sys.stderr)
-    print(f"{len(cells)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} lr each, "
-          f"{probe.jobs} at a time, {probe.steps} steps max", file=sys.stderr, flush=True)
-    if not cells:
-        return 0
-    by_name = {os.path.basename(p)[:-3]: p for p in paths}
+def plan(probe, paths, widths, seq_lens, pairs, lrs):
+    """[(cell, [run keys, one per lr], model args, configs sharing that model)] for every cell not solved
+    in the results file; configs whose models are the same share one cell."""
+    done = {json.dumps(r['key'], sort_keys=True): r for r in read_results(probe.results, 'probe')}
+    cells = {}
+    for view in probe.views:
+        for T in seq_lens:
+            for N in (N for N in pairs if 3 * N <= T):
+                for width in widths:
+                    for path in paths:
+                        args = model_args(path, probe, view=view, width=width, T=T)
+                        keys = [run_key(probe, args, view=view, T=T, N=N, lr=lr) for lr in lrs]
+                        name = os.path.basename(path)[:-3]
+                        cell = (view, width, T, N, keys[0]['model'])
+                        cells.setdefault(cell, (keys, args, []))[2].append(name)
+    todo = []
+    for cell, (keys, args, names) in cells.items():
+        runs = [done.get(json.dumps(k, sort_keys=True)) for k in keys]
+        if not any(r and r['solved'] for r in runs) and not all(runs):
+            todo.append((cell, [k for k, r in zip(keys, runs) if not r], args, names))
+    return todo, len(cells) - len(todo)
 
-    def cost(key):  # relative cost of a full run: T^1.3 roughly tracks measured CPU step times here
-        return (key['T'] / 64) ** 1.3 * (key['width'] / 64)
 
-    t_start, work_done, n_runs = time.time(), 0.0, 0
-    pending = {}  # future -> (cell, index of its key)
-    queue = list(cells)
+def cost(key):
+    """Relative cost of a full run: steps x batch x T (tokens), x width."""
+    return key['steps'] * key['batch'] * key['T'] * key['width']
+
+
+def run_grid(probe, todo):
+    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while none
+    so far reached stop_acc. Returns the number of runs made."""
+    t_start, n_runs, work_done = time.time(), 0, 0.0
+    queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
     # jobs > 1: worker processes of one thread each; jobs = 1: in this process (no start-up), every thread
     pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'))
             if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
     with pool:
-        def submit(cell, i):
-            key = cell[i]
-            one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a line per eval
-            pending[pool.submit(train_run, by_name[key['config']], probe, key, 1 if one else None, not one)] = (cell, i)
-
-        while queue and len(pending) < probe.jobs:
-            submit(queue.pop(0), 0)
-        while pending:
+        while queue or pending:
+            while queue and len(pending) < probe.jobs:
+                item = queue.pop(0)
+                pending[submit(pool, probe, item, 0)] = (item, 0)
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
-                cell, i = pending.pop(fut)
-                record = fut.result()
-                record['command'] = ' '.join(['python', 'probe.py', *sys.argv[1:]])
+                item, i = pending.pop(fut)
+                record = {**fut.result(), 'configs': item[3], 'config': item[3][0],
+                          'command': ' '.join(['python', 'probe.py', *sys.argv[1:]])}
                 append_record(probe.results, record, kept='nothing else: the run')
-                n_runs += 1
-                work_done += cost(record['key']) * max(record['steps_run'], 1) / probe.steps
-                retry = not record['solved'] and i + 1 < len(cell)  # the cell's next learning rate
-                if retry:
-                    submit(cell, i + 1)
-                elif queue:
-                    submit(queue.pop(0), 0)
-                remaining = sum(cost(c[0]) for c in queue) + sum(cost(c[j]) for c, j in pending.values())
-                rate = work_done / max(time.time() - t_start, 1e-9)
+                n_runs, work_done = n_runs + 1, work_done + cost(record['key']) * record['steps_run'] / record['steps']
+                if not record['solved'] and i + 1 < len(item[1]):  # the cell's next learning rate
+                    pending[submit(pool, probe, item, i + 1)] = (item, i + 1)
+                left = sum(cost(it[1][0]) for it in queue) + sum(cost(it[1][j]) for it, j in pending.values())
+                eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
                 k = record['key']
-                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] "
-                      f"{k['config']} w{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc {record['acc']:.3f} "
-                      f"at step {record['steps_run']} ({duration(record['seconds'])}); "
-                      f"elapsed {duration(time.time() - t_start)}, ETA ~{duration(remaining / max(rate, 1e-9))}",
-                      file=sys.stderr, flush=True)
+                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} {','.join(item[3])} "
+                      f"d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc {record['acc']:.3f} at step "
+                      f"{record['steps_run']}/{k['steps']} ({duration(record['seconds'])}); elapsed "
+                      f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
     return n_runs
+
+
+def submit(pool, probe, item, i):
+    one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a line per evaluation
+    return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
 
 
 # -----------------------------------------------------------------------------
 # reporting: from the results file alone
 
 def best_runs(records):
-    """{(config, width, T, N): the record with the best final accuracy over learning rates}; where
-    the same cell was run under several settings (steps, vocab, ...), the latest records count."""
+    """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
+    fewest steps to stop_acc among runs that solved), for every config a record stands for."""
     best = {}
     for r in records:
-        cell = (r['config'], r['width'], r['T'], r['N'])
-        if cell not in best or r['acc'] > best[cell]['acc']:
-            best[cell] = r
-    return best
+        score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
+        for name in r.get('configs', [r['config']]):
+            cell = (name, r.get('view', 'block'), r['width'], r['T'], r['N'])
+            if cell not in best or score > best[cell][0]:
+                best[cell] = (score, r)
+    return {cell: r for cell, (_, r) in best.items()}
 
 
 def table(records):
-    """Markdown: one row per (config, width), one column per (T, N): best accuracy over learning rates."""
+    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over learning
+    rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
     best = best_runs(records)
     if not best:
         return "(no runs yet)"
-    rows = sorted({(c, w) for c, w, _, _ in best}, key=lambda cw: (arch_key(cw[0]), cw[1]))
-    cols = sorted({(T, N) for _, _, T, N in best})
-    out = ['| config | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
-           '|---|---:|---:|' + '---:|' * len(cols)]
-    for c, w in rows:
+    rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
+    cols = sorted({cell[3:] for cell in best})
+    out = ['| config | view | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
+           '|---|---|---:|---:|' + '---:|' * len(cols)]
+    for c, view, w in rows:
         cells, params = [], set()
         for T, N in cols:
-            r = best.get((c, w, T, N))
+            r = best.get((c, view, w, T, N))
             if r is None:
                 cells.append('–')
                 continue
             params.add(r['params'])
-            cells.append(f"{r['acc']:.2f}")
+            solved = f" ({r['solved_at']:,} steps, lr {r['lr']:g})" if r.get('solved_at') is not None else ''
+            cells.append(f"{r['acc']:.2f}{solved}")
         p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
-        out.append(f"| {c} | {w} | {p} | " + ' | '.join(cells) + ' |')
+        shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
+        same = f" (= {shared[0]})" if shared[0] != c and view == 'mixer' else ''
+        out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
     return '\n'.join(out)
 
 
 def plot(records, png):
-    """Accuracy against N, one panel per T, one line per config (solid: widest, dashed: narrower);
-    dotted: 1/N, what a model scores that copies one of the sequence's values without finding the key."""
+    """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
+    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The last
+    panel: held-out accuracy during training at the smallest cell."""
     plt = pyplot()
-    if plt is None:
-        return False
     best = best_runs(records)
-    if not best:
+    if plt is None or not best:
         return False
-    Ts = sorted({T for _, _, T, _ in best})
-    widths = sorted({w for _, w, _, _ in best}, reverse=True)
-    configs = sorted({c for c, _, _, _ in best}, key=arch_key)
-    fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), sharey=True, squeeze=False)
+    Ts = sorted({cell[3] for cell in best})
+    configs = sorted({cell[0] for cell in best}, key=arch_key)
+    fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
-    styles = ['-', '--', ':', '-.']
     for ax, T in zip(axes[0][:-1], Ts):
         for ci, c in enumerate(configs):
-            for wi, w in enumerate(widths):
-                pts = sorted((N, r['acc']) for (c2, w2, T2, N), r in best.items() if (c2, w2, T2) == (c, w, T))
-                if pts:
-                    ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)],
-                            linestyle=styles[wi % len(styles)], label=f"{c} d={w}")
-        Ns = sorted({N for _, _, T2, N in best if T2 == T})
-        ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: one of the context values at random')
+            for view, style in (('mixer', '-'), ('block', '--')):
+                for w in sorted({cell[2] for cell in best}):
+                    pts = sorted((cell[4], r['acc']) for cell, r in best.items() if cell[:4] == (c, view, w, T))
+                    if pts:
+                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)], linestyle=style,
+                                label=f"{c} {view} d={w}")
+        Ns = sorted({cell[4] for cell in best if cell[3] == T})
+        ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
         ax.set_xscale('log', base=2)
         ax.set_title(f"T = {T}")
-        ax.set_xlabel('key-value pairs N')
         ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-    # the last panel: how the accuracy got there, at the easiest cell (smallest T and N, widest model)
-    ax, (T, N, w) = axes[0][-1], (Ts[0], min(N for _, _, T2, N in best if T2 == Ts[0]), widths[0])
+    ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
     for ci, c in enumerate(configs):
-        r = best.get((c, w, T, N))
-        if r:
-            ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)])
-    ax.axhline(1 / N, color='k', linestyle=':', lw=1)
-    ax.set_title(f"accuracy during training: T = {T}, N = {N}, d = {w}", fontsize=9)
-    ax.set_xlabel(f"training step (batch of {next(iter(best.values()))['batch']} sequences)")
-    ax.grid(alpha=0.3)
+        for view, style in (('mixer', '-'), ('block', '--')):
+            r = best.get((c, view, *first[2:]))
+            if r:
+                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
+                        linestyle=style)
+    ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
+    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = {first[2]}", fontsize=9)
+    for ax, xlabel in zip(axes[0], ['key-value pairs N'] * len(Ts) + ['training step']):
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
     axes[0][0].set_ylabel('MQAR accuracy (held out)')
     axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
                        bbox_to_anchor=(1.0, 0.5))
-    save_png(fig, png)
-    return True
+    return save_png(fig, png)
 
 
 def report(probe):
@@ -413,24 +437,28 @@ def report(probe):
 def main(argv):
     probe = parse_config(ProbeConfig, argv, config_files=False, usage="python probe.py [--key=value ...]", doc=__doc__)
     given = keys_given(argv)
-    if probe.quick:
-        probe = dataclasses.replace(probe, **{k: v for k, v in QUICK.items() if k not in given})
+    for preset, values in (('quick', QUICK), ('full', FULL)):
+        if getattr(probe, preset):
+            probe = dataclasses.replace(probe, **{k: v for k, v in values.items() if k not in given})
+    probe.results = probe.results or os.path.join('out-probe', 'results.jsonl')
     paths = config_paths(probe.configs)
     widths = numbers('widths', probe.widths, int)
     seq_lens = numbers('seq_lens', probe.seq_lens, int)
     pairs = numbers('pairs', probe.pairs, int)
-    lrs = numbers('lr', probe.lr, float)
+    lrs = numbers('learning_rate', probe.learning_rate, float)
     if not probe.replot:
         if max(pairs) > probe.vocab_size // 2 - 1:
             raise UsageError(f"N={max(pairs)} pairs need that many distinct keys; vocab_size={probe.vocab_size} "
                              f"has {probe.vocab_size // 2 - 1}: raise it to at least {2 * (max(pairs) + 1)}")
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
-        for path in paths:  # every config is valid at every width before anything runs
-            for w in widths:
-                train_config(path, probe, width=w, T=max(seq_lens), lr=lrs[0])
+        check_writable(probe.results)
+        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs)  # every config valid at every width first
+        print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} learning rates "
+              f"each, {probe.jobs} at a time; steps per cell by the emergence law: "
+              f"{', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)}", file=sys.stderr, flush=True)
         t0 = time.time()
-        n = run_grid(probe, paths, widths, seq_lens, pairs, lrs)
+        n = run_grid(probe, todo)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
     return report(probe)
 
