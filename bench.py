@@ -9,7 +9,8 @@ model's cache.
 Each config's model is built at the config's own shape, with any train.py key given here on top
 (--n_layer, --batch_size, --device, --dtype, --compile, ...). A training step (forward + backward +
 AdamW) is timed after warm-up: the median of `repeats` timings of `iters` steps, with min..max; then
-greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache. Peak
+greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on a
+GPU, a fixed-shape step captured with CUDA graphs), at the thread count decoding runs fastest with. Peak
 memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh process per
 config (torch itself excluded). Quality (val loss over seeds and learning rates) is sweep.py's.
 """
@@ -28,7 +29,8 @@ import torch
 from configurator import parse_config, require, run_main, split_flags
 from model import GPT, GPTConfig
 from results import config_paths, markdown_table
-from runtime import TrainConfig, autocast_context, peak_flops, resolve_device, resolve_dtype, sync_device
+from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device, resolve_dtype,
+                     sync_device)
 
 UNSTABLE = 0.25  # (max - min) / median of the timings above which a row is marked UNSTABLE
 
@@ -113,20 +115,23 @@ def speed_row(path, bench, overrides):
                setup=f"device={device} dtype={dtype} compile={cfg.compile} torch={torch.__version__} "
                      f"threads={torch.get_num_threads()}")
     # decoding: one prompt token, decode_tokens new ones, greedy; with and without the cache
-    if bench.decode_tokens:
+    if bench.decode_tokens:  # from one prompt token, greedy, batch 1: with and without the cache, and captured
         if bench.decode_block_size:
             model = GPT(dataclasses.replace(mcfg, block_size=bench.decode_block_size)).to(device)
         model.eval()
         prompt = torch.zeros(1, 1, dtype=torch.long, device=device)
-        for use_cache in (True, False):
+        row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
+        ways = {'cached': {}, 'uncached': dict(use_cache=False)}
+        if device_type == 'cuda':  # a fixed-shape step, compiled with CUDA graphs (sample.py --compile)
+            ways['captured'] = dict(fixed=True, step=torch.compile(model, mode='reduce-overhead', dynamic=False))
+        for way, kw in ways.items():
             with ctx:
-                model.generate(prompt, 8, temperature=0, use_cache=use_cache)  # warm-up
-                sync_device(device_type)
-                t0 = time.perf_counter()
-                model.generate(prompt, bench.decode_tokens, temperature=0, use_cache=use_cache)
-                sync_device(device_type)
-            key = 'decode_tok_s_cached' if use_cache else 'decode_tok_s_uncached'
-            row[key] = bench.decode_tokens / (time.perf_counter() - t0)
+                for n in (8, bench.decode_tokens):  # a warm-up (and the capture), then the timing
+                    sync_device(device_type)
+                    t0 = time.perf_counter()
+                    list(model.stream(prompt, n, temperature=0, **kw))
+                    sync_device(device_type)
+            row[f'decode_tok_s_{way}'] = bench.decode_tokens / (time.perf_counter() - t0)
     return row
 
 
@@ -135,8 +140,8 @@ SPEED_COLUMNS = [
     ('ms_range', 'min–max', '{}'),
     ('tokens_per_s', 'train tok/s', '{:,.0f}'), ('flops_per_token', 'FLOPs/token', '{:,.0f}'),
     ('mfu', 'MFU', '{:.1%}'), ('peak_mem_mb', 'peak MiB', '{:,.0f}'),
-    ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
-    ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'),
+    ('decode_threads', 'decode threads', '{}'), ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
+    ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'), ('decode_tok_s_captured', 'captured', '{:,.0f}'),
 ]
 
 

@@ -14,8 +14,9 @@ Modern options combine with every block where they make sense: norm='rmsnorm' (L
 positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon' (train.py).
 
 Tensors are (B, T, C): batch, time, channels. Incremental decoding keeps a DecodeCache; every
-token mixer (attention, depth-wise conv, SGU, tiny attention) reads and extends it so that a new
-token costs O(T) instead of a full forward pass.
+token mixer (attention, depth-wise conv, SGU, tiny attention) writes its new rows into it and reads
+its history, so that a new token costs O(T) instead of a full forward pass; its fixed-shape mode
+gives every one-token step the same shapes, for CUDA graphs.
 """
 import functools
 import inspect
@@ -210,33 +211,51 @@ def _matched_width(items):
 # Incremental decoding state
 
 class DecodeCache:
-    """What decoding keeps between calls: how many positions are done, and one dict per layer."""
-
-    def __init__(self, n_layer):
-        self.pos = 0
-        self.layers = [{} for _ in range(n_layer)]
-
-
-def extend(cache, key, new, dim):
     """
-    Append `new` to the history cache[key] along `dim` and return the whole history (just `new`
-    when cache is None). The history lives in a buffer that grows geometrically, so decoding one
-    token copies O(1) rows on average instead of the whole history each step (as torch.cat would).
+    What decoding keeps between calls: for every layer, the history each token mixer reads (attention's
+    K/V, the tiny attention's, the SGU's normalised Z2 rows, MDHA's last K-1 inputs) in buffers of
+    block_size positions, allocated once and written in place (index_copy_). Each call's positions are
+    tensors: `index`, those of its T new tokens, and `visible` (T, Tk), which of the Tk positions read
+    each token may see. With fixed=True every call reads the whole buffers (Tk = block_size) under that
+    mask, and position state lives in a tensor (`step`): a one-token call has the same shapes and reads
+    no Python counter, so it can be captured once (torch.compile's CUDA graphs) and replayed. Without,
+    Tk is the positions written so far (less work in eager mode) and `pos` counts them.
     """
-    if cache is None:
-        return new
-    buf, n = cache.get(key, (None, 0))
-    m = n + new.size(dim)
-    if buf is None or buf.size(dim) < m:
-        shape = list(new.shape)
-        shape[dim] = max(2 * m, 16)
-        grown = new.new_empty(shape)
-        if buf is not None:
-            grown.narrow(dim, 0, n).copy_(buf.narrow(dim, 0, n))
-        buf = grown
-    buf.narrow(dim, n, new.size(dim)).copy_(new)
-    cache[key] = (buf, m)
-    return buf.narrow(dim, 0, m)
+
+    def __init__(self, n_layer, fixed=False):
+        self.pos, self.fixed, self.step = 0, fixed, None
+        self.layers = [LayerCache(self) for _ in range(n_layer)]
+
+    def begin(self, T, block_size, device):
+        if self.step is None:
+            self.step, self.block_size = torch.zeros((), dtype=torch.long, device=device), block_size
+        self.index = self.step + torch.arange(T, device=device)  # (T,) positions of the new tokens
+        Tk = block_size if self.fixed else self.pos + T
+        self.visible = torch.arange(Tk, device=device) <= self.index[:, None]  # (T, Tk): causal
+
+    def end(self, T):
+        self.step += T  # in place: the same tensor every call
+        if not self.fixed:  # (the fixed path reads no Python counter: a captured call could not update it)
+            self.pos += T
+
+
+class LayerCache:
+    """One layer's buffers in a DecodeCache; `remember` writes a mixer's new rows and returns its history."""
+
+    def __init__(self, cache):
+        self.of, self.buffers = cache, {}
+
+    def remember(self, key, new, dim):
+        """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all block_size
+        rows (fixed) or the rows written so far."""
+        c = self.of
+        if key not in self.buffers:
+            shape = list(new.shape)
+            shape[dim] = c.block_size
+            self.buffers[key] = new.new_zeros(shape)
+        buf = self.buffers[key]
+        buf.index_copy_(dim, c.index, new)
+        return buf if c.fixed else buf.narrow(dim, 0, c.pos + new.size(dim))
 
 
 # Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16 on
@@ -244,12 +263,15 @@ def extend(cache, key, new, dim):
 DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
-def causal_attention(q, k, v, *, dropout_p=0.0):
+def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
     """
     softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
     q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
+    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them out.
     """
     Tq, Tk = q.size(-2), k.size(-2)
+    if cache is not None and cache.of.fixed:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=cache.of.visible)
     if Tq == Tk:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
     if Tq == 1:  # one new token sees every cached position
@@ -284,10 +306,10 @@ class Rotary(nn.Module):
         self.register_buffer('cos', angle.cos(), persistent=False)
         self.register_buffer('sin', angle.sin(), persistent=False)
 
-    def forward(self, x, pos=0):
-        # x: (B, nh, T, hs) holding positions pos .. pos+T-1; rotated in float32, returned in x's dtype
+    def forward(self, x, index=None):
+        # x: (B, nh, T, hs) at positions `index` (T,), or 0..T-1; rotated in float32, returned in x's dtype
         T = x.size(-2)
-        cos, sin = self.cos[pos:pos + T], self.sin[pos:pos + T]  # (T, hs/2)
+        cos, sin = (self.cos[:T], self.sin[:T]) if index is None else (self.cos[index], self.sin[index])  # (T, hs/2)
         x1, x2 = x.float().chunk(2, dim=-1)
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
 
@@ -361,13 +383,14 @@ class CausalDepthwiseConv(nn.Module):
         if self.shared:  # (3, hs, K) -> (3, nh, hs, K): every head uses the same kernels
             w = w.unsqueeze(1).expand(3, self.n_head, *w.shape[1:])
         w = w.reshape(x.size(2), self.kernel).to(x.dtype)  # (3C, K); under autocast q, k, v stay bf16/fp16
-        # decoding: prepend the last K-1 inputs of the previous call, then drop their outputs
-        tail = cache.get('conv_tail') if cache is not None else None
-        full = x if tail is None else torch.cat([tail, x], dim=1)
-        if cache is not None and self.kernel > 1:
-            cache['conv_tail'] = full[:, -(self.kernel - 1):]
-        y = CausalConv.apply(full, w) if torch.is_grad_enabled() else causal_conv(full, w)  # no autograd to feed
-        return y if tail is None else y[:, tail.size(1):]
+        if cache is None or self.kernel == 1:
+            return CausalConv.apply(x, w) if torch.is_grad_enabled() else causal_conv(x, w)  # no autograd to feed
+        # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left padding), then
+        # drop their outputs; the tail is kept in one buffer of fixed shape, overwritten in place
+        tail = cache.buffers.setdefault('conv_tail', x.new_zeros(x.size(0), self.kernel - 1, x.size(2)))
+        full = torch.cat([tail, x], dim=1)
+        tail.copy_(full[:, -(self.kernel - 1):])
+        return causal_conv(full, w)[:, self.kernel - 1:]
 
 
 class CausalSelfAttention(nn.Module):
@@ -386,7 +409,7 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, cache=None, pos=0):
+    def forward(self, x, cache=None):
         B, T, C = x.size()
         qkv = self.c_attn(x)  # (B, T, 3C)
         if self.dconv is not None:
@@ -394,10 +417,11 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv.split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
         if self.rotary is not None:  # after MDHA's conv; keys are cached rotated, at their own positions
-            q, k = self.rotary(q, pos), self.rotary(k, pos)
-        k = extend(cache, 'k', k, dim=2)  # (B, nh, Tk, hs), Tk = cached + T
-        v = extend(cache, 'v', v, dim=2)
-        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+            index = cache.of.index if cache is not None else None
+            q, k = self.rotary(q, index), self.rotary(k, index)
+        if cache is not None:
+            k, v = cache.remember('k', k, dim=2), cache.remember('v', v, dim=2)  # (B, nh, Tk, hs)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.resid_dropout(self.c_proj(y))
 
@@ -462,13 +486,14 @@ class TinyAttention(nn.Module):
         self.rotary = make_rotary(config, self.d_attn)
         self.dropout = config.dropout
 
-    def forward(self, x, cache=None, pos=0):
+    def forward(self, x, cache=None):
         q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
         if self.rotary is not None:
-            q, k = self.rotary(q, pos), self.rotary(k, pos)
-        k = extend(cache, 'tiny_k', k, dim=2)
-        v = extend(cache, 'tiny_v', v, dim=2)
-        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+            index = cache.of.index if cache is not None else None
+            q, k = self.rotary(q, index), self.rotary(k, index)
+        if cache is not None:
+            k, v = cache.remember('tiny_k', k, dim=2), cache.remember('tiny_v', v, dim=2)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
         return self.c_proj(y.squeeze(1))  # (B, T, d_out)
 
 
@@ -488,14 +513,17 @@ class SpatialGatingUnit(nn.Module):
         self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
         self.bias = nn.Parameter(torch.ones(T))
 
-    def forward(self, z1, z2, gate_res=None, cache=None, pos=0):
-        # z1, z2: the two halves of Z, (B, T, d_ffn/2) each; pos: positions before them (0 without a cache)
+    def forward(self, z1, z2, gate_res=None, cache=None):
+        # z1, z2: the two halves of Z, (B, T, d_ffn/2) each
         T = z1.size(1)
-        z2 = extend(cache, 'z2', self.ln(z2), dim=1)  # normalised Z2 rows so far: (B, pos+T, d_ffn/2)
-        # rows pos..pos+T-1 of W, columns 0..pos+T-1, lower triangle: row t sees columns s <= t
-        w = torch.tril(self.weight[pos:pos + T, :pos + T], diagonal=pos)
+        if cache is None:  # positions 0..T-1: W[:T, :T], lower triangle: row t sees columns s <= t
+            z2, w, b = self.ln(z2), torch.tril(self.weight[:T, :T]), self.bias[:T]
+        else:  # the rows of this call's positions; the columns of the Tk positions read, masked the same way
+            z2 = cache.remember('z2', self.ln(z2), dim=1)  # normalised Z2 rows: (B, Tk, d_ffn/2)
+            w = self.weight[cache.of.index, :z2.size(1)] * cache.of.visible
+            b = self.bias[cache.of.index]
         # $W Z_2 + b$: (B, T, d_ffn/2); one batched matmul-add is faster on CPU than `w @ z2 + b`
-        gate = torch.baddbmm(self.bias[pos:pos + T, None], w.expand(z2.size(0), -1, -1), z2)
+        gate = torch.baddbmm(b[:, None], w.expand(z2.size(0), -1, -1), z2)
         if gate_res is not None:
             gate = gate + gate_res  # aMLP: tiny attention joins the gate before the product
         return z1 * gate
@@ -515,8 +543,8 @@ class Block(nn.Module):
         self.ln_2 = make_norm(config, config.n_embd) if config.ffn != 'none' else None
         self.mlp = MLP(config) if config.ffn != 'none' else None
 
-    def forward(self, x, cache=None, pos=0):
-        x = x + self.attn(self.ln_1(x), cache, pos)
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x), cache)
         return x if self.mlp is None else x + self.mlp(self.ln_2(x))
 
 
@@ -536,10 +564,10 @@ class GMLPBlock(nn.Module):
         self.c_proj = nn.Linear(d_ffn // 2, config.n_embd, bias=config.bias)  # $Y = s(Z) V$
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, cache=None, pos=0):
+    def forward(self, x, cache=None):
         h = self.ln_1(x)
-        gate_res = self.attn(h, cache, pos) if self.attn is not None else None
-        z = self.sgu(F.gelu(self.c_fc(h)), F.gelu(self.c_gate(h)), gate_res, cache, pos)
+        gate_res = self.attn(h, cache) if self.attn is not None else None
+        z = self.sgu(F.gelu(self.c_fc(h)), F.gelu(self.c_gate(h)), gate_res, cache)
         return x + self.dropout(self.c_proj(z))
 
 
@@ -594,19 +622,21 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, cache=None):
         B, T = idx.size()
-        pos = cache.pos if cache is not None else 0
-        if pos + T > self.config.block_size:
-            raise ValueError(f"sequence of {pos + T} tokens is longer than block_size="
+        # (the fixed-shape cache reads no Python counter: its caller keeps within block_size)
+        if (0 if cache is None or cache.fixed else cache.pos) + T > self.config.block_size:
+            raise ValueError(f"sequence of {T + (cache.pos if cache else 0)} tokens is longer than block_size="
                              f"{self.config.block_size}; crop it (generate does) or train a larger block_size")
+        if cache is not None:
+            cache.begin(T, self.config.block_size, idx.device)
         x = self.transformer.wte(idx)  # (B, T, C)
         if self.transformer.wpe is not None:
-            x = x + self.transformer.wpe(torch.arange(pos, pos + T, device=idx.device))
+            x = x + self.transformer.wpe(torch.arange(T, device=idx.device) if cache is None else cache.index)
         x = self.transformer.drop(x)
         for i, block in enumerate(self.transformer.h):
-            x = block(x, cache.layers[i] if cache is not None else None, pos)
+            x = block(x, cache.layers[i] if cache is not None else None)
         x = self.transformer.ln_f(x)
         if cache is not None:
-            cache.pos += T
+            cache.end(T)
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
@@ -661,31 +691,34 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def stream(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-               use_cache=True, generator=None):
+               use_cache=True, generator=None, fixed=False, step=None):
         """
         Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
         block_size are cropped to their last block_size tokens. With use_cache, each step feeds
-        one token through the DecodeCache; once the window is full the positions shift, so the
-        cropped window is re-encoded, exactly as the uncached path would see it.
+        one token through the DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
+        call, e.g. this model compiled with CUDA graphs); once the window is full the positions
+        shift, so the cropped window is re-encoded, exactly as the uncached path would see it.
         """
-        cache = None
+        cache, filled, bs = None, 0, self.config.block_size
         for _ in range(max_new_tokens):
             with sdpa_kernel(DECODE_SDPA):
                 if not use_cache:
-                    logits, _ = self(idx[:, -self.config.block_size:])
-                elif cache is None or cache.pos >= self.config.block_size:
-                    cache = DecodeCache(self.config.n_layer)
-                    logits, _ = self(idx[:, -self.config.block_size:], cache=cache)
+                    logits, _ = self(idx[:, -bs:])
+                elif cache is None or filled >= bs:
+                    cache = DecodeCache(self.config.n_layer, fixed=fixed)
+                    logits, _ = self(idx[:, -bs:], cache=cache)
+                    filled = min(idx.size(1), bs)
                 else:
-                    logits, _ = self(idx[:, -1:], cache=cache)
+                    logits, _ = (self if step is None else step)(idx[:, -1:].contiguous(), cache=cache)
+                    filled += 1
             idx_next = sample_next(logits[:, -1, :].float(), temperature, top_k, top_p, generator)
             idx = torch.cat((idx, idx_next), dim=1)
             yield idx_next
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 use_cache=True, generator=None):
+                 use_cache=True, generator=None, fixed=False):
         """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
-        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator))
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator, fixed))
         return torch.cat([idx, *new], dim=1)
 
 

@@ -26,7 +26,7 @@ import torch
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import UsageError, help_text, parse_config, run_main
 from data import read_meta
-from runtime import DTYPES, TrainConfig, autocast_context, resolve_device, resolve_dtype
+from runtime import DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device, resolve_dtype
 from tokenizer import load_tokenizer
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
@@ -46,7 +46,8 @@ class SampleConfig:
     use_cache: bool = True        # incremental decoding; False recomputes the whole window for each token
     device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'           # 'auto' (bfloat16 or float16 on cuda, else float32), float32, bfloat16, float16
-    compile: bool = False         # torch.compile the model (needs a C++ compiler on CPU)
+    compile: bool = False         # compile a fixed-shape decoding step (CUDA graphs on a GPU; a C++ compiler on CPU)
+    threads: int = 0              # CPU threads for decoding; 0 = OMP_NUM_THREADS if set, else the fastest, measured
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -58,6 +59,8 @@ class SampleConfig:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if not math.isfinite(self.temperature):  # nan passes `< 0`; either one gives garbage, not an error
             raise ValueError(f"temperature must be a finite number (0 = greedy), got {self.temperature}")
+        if self.threads < 0:
+            raise ValueError(f"threads must not be negative, got {self.threads} (0 = measured)")
         if not 0 <= self.seed < 2**63:  # torch's generators take 64 bits
             raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
         if not 0.0 < self.top_p <= 1.0:
@@ -183,17 +186,22 @@ def main(argv):
           f"tokenizer {tok.name}; sampling on {device} in {dtype}", file=sys.stderr)
     del ckpt
     model.eval().to(device)
-    if cfg.compile:
-        model.compile()  # in place: model.stream's calls to self(...) run the compiled forward
+    step = None
+    if cfg.compile:  # a one-token step of fixed shapes, captured once (CUDA graphs) and replayed every token
+        step = torch.compile(model, mode='reduce-overhead' if device_type == 'cuda' else 'default', dynamic=False)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)
         ids = ids[-mc.block_size:]
     x = torch.tensor([ids] * cfg.num_samples, dtype=torch.long, device=device)  # (num_samples, T)
+    threads_before = torch.get_num_threads()  # (given back at the end: a caller in this process keeps its own)
+    threads, why = decode_threads(model, x[:1, -1:], given=cfg.threads, device_type=device_type)
+    if threads:
+        print(f"threads: {threads} ({why}; --threads=N chooses)", file=sys.stderr)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     tokens = model.stream(x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
-                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator)
+                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator, fixed=cfg.compile, step=step)
     out = sys.stdout
     t0 = time.time()
     with autocast_context(device_type, dtype):
@@ -214,6 +222,7 @@ def main(argv):
     n = cfg.num_samples * cfg.max_new_tokens
     print(f"{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):,.1f} tokens/s "
           f"({'cached' if cfg.use_cache else 'uncached'} decoding, batch {cfg.num_samples})", file=sys.stderr)
+    torch.set_num_threads(threads_before)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from model import (ATTNS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
-                   Rotary, SpatialGatingUnit, count_params, extend, ffn_width, gmlp_width, matched_width, sample_next)
+                   Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width, sample_next)
 
 # every block / attn / ffn combination the config accepts
 COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
@@ -216,44 +216,70 @@ def test_gpt2_init():
     assert (gm.transformer.h[0].sgu.bias == 1).all()
 
 
+@pytest.mark.parametrize('fixed', [False, True])
 @pytest.mark.parametrize('shared', [False, True])
 @pytest.mark.parametrize('block,attn,ffn,pos', [(*m, p) for m in MIXERS for p in positions(m[0])])
-def test_cached_forward_equals_full_forward(block, attn, ffn, pos, shared):
-    """Prefill a chunk, then one token, then another chunk: logits equal the full forward's."""
+def test_cached_forward_equals_full_forward(block, attn, ffn, pos, shared, fixed):
+    """Prefill a chunk, then one token, then another chunk, to the last position: logits equal the full
+    forward's; with the fixed-shape cache too, whose calls read all block_size positions."""
     model = build(tiny(block, attn, ffn, dconv_shared=shared, pos_emb=pos)).eval()
-    idx = idx_batch(T=14)
+    idx = idx_batch(T=16)
     full, _ = model(idx, idx)
-    cache = DecodeCache(model.config.n_layer)
+    cache = DecodeCache(model.config.n_layer, fixed=fixed)
     got = []
-    for a, b in [(0, 5), (5, 6), (6, 7), (7, 14)]:
+    for a, b in [(0, 5), (5, 6), (6, 7), (7, 15), (15, 16)]:
         logits, _ = model(idx[:, a:b], idx[:, a:b], cache=cache)
         got.append(logits)
-    assert cache.pos == 14
+    assert cache.step.item() == 16 and cache.pos == (0 if fixed else 16)
     assert torch.allclose(torch.cat(got, dim=1), full, atol=1e-10)
 
 
-def test_extend_keeps_the_whole_history_while_its_buffer_grows():
-    cache, parts = {}, []
-    for n in (1, 5, 1, 1, 20, 3, 1, 40):  # past the first buffer (16) and several doublings
-        new = torch.randn(2, n, 3)
-        parts.append(new)
-        got = extend(cache, 'x', new, dim=1)
-        assert torch.equal(got, torch.cat(parts, dim=1))
-    assert extend(None, 'x', new, dim=1) is new
+def test_the_cache_writes_in_place_and_returns_the_history():
+    for fixed in (False, True):
+        cache, parts = DecodeCache(1, fixed=fixed), []
+        layer = cache.layers[0]
+        for n in (1, 5, 1, 1, 8):  # to block_size = 16
+            new = torch.randn(2, n, 3)
+            parts.append(new)
+            cache.begin(n, 16, 'cpu')
+            got = layer.remember('x', new, dim=1)
+            history = torch.cat(parts, dim=1)
+            if fixed:  # every block_size row, the ones not written yet zero, in the one buffer
+                assert got.shape == (2, 16, 3) and got.data_ptr() == layer.buffers['x'].data_ptr()
+                assert torch.equal(got[:, :history.size(1)], history) and not got[:, history.size(1):].any()
+            else:
+                assert torch.equal(got, history)
+            cache.end(n)
+
+
+def test_fixed_shape_steps_compile_once():
+    """Every one-token step of the fixed-shape cache has the same shapes and reads no Python counter:
+    compiled once, it runs every later step without a recompile (what CUDA graphs need)."""
+    import torch._dynamo
+    model = build(tiny('amlp', pos_emb='rope')).eval()  # the tiny attention (rotary) and the SGU
+    torch._dynamo.reset()
+    step = torch.compile(model, backend='eager', dynamic=False)
+    with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        want = model.generate(idx_batch(B=2, T=3), 12, temperature=0, use_cache=False)
+        got = torch.cat([idx_batch(B=2, T=3), *model.stream(idx_batch(B=2, T=3), 12, temperature=0, fixed=True,
+                                                            step=step)], dim=1)
+    assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
 def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
-    """Token for token, including past block_size where the window slides (16 + 30 > 16)."""
+    """Token for token, with either cache, including the step that fills the window and past block_size,
+    where the window slides (16 + 30 > 16)."""
     model = build(tiny(block, attn, ffn, pos_emb=pos, norm='rmsnorm' if pos == 'rope' else 'layernorm')).eval()
     with torch.no_grad():  # large random weights: input-sensitive, no near-tie greedy choices
         for p in model.parameters():
             p.normal_(0, 0.5)
     prompt = idx_batch(B=4, T=5)
-    fast = model.generate(prompt, 30, temperature=0, use_cache=True)
     slow = model.generate(prompt, 30, temperature=0, use_cache=False)
-    assert fast.shape == (4, 35)
-    assert torch.equal(fast, slow)  # logits themselves: test_cached_forward_equals_full_forward
+    for fixed in (False, True):
+        fast = model.generate(prompt, 30, temperature=0, use_cache=True, fixed=fixed)
+        assert fast.shape == (4, 35)
+        assert torch.equal(fast, slow), fixed  # logits themselves: test_cached_forward_equals_full_forward
 
 
 def test_sampling_is_seeded_and_cache_independent():
@@ -391,7 +417,7 @@ def test_rotary_equals_plain_rope_and_attention_uses_it():
     rot = Rotary(head_size=8, block_size=16, base=10000.0).double()
     x = torch.randn(2, 3, 10, 8, dtype=torch.float64)
     assert torch.allclose(rot(x), rope_reference(x), atol=1e-6)
-    assert torch.allclose(rot(x[:, :, 4:], pos=4), rope_reference(x)[:, :, 4:], atol=1e-6)  # decoding offset
+    assert torch.allclose(rot(x[:, :, 4:], torch.arange(4, x.size(2))), rope_reference(x)[:, :, 4:], atol=1e-6)  # decoding
     # the attention module: q and k rotated by the reference, v not, then plain causal softmax attention
     model = build(tiny(pos_emb='rope'))
     attn = model.transformer.h[0].attn
@@ -558,3 +584,14 @@ def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
     seen.clear()
     m(idx, idx)
     assert seen and all(seen)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn):
+    model = build(tiny(block, attn, ffn)).cuda().eval()
+    step = torch.compile(model, mode='reduce-overhead', dynamic=False)  # what sample.py --compile runs
+    prompt = idx_batch(B=1, T=3).cuda()
+    want = model.generate(prompt, 20, temperature=0, use_cache=False)
+    got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
+    assert torch.equal(got, want)

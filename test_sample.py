@@ -10,6 +10,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -283,3 +284,17 @@ def test_bad_keys_are_one_line_errors(tmp_path):
     for flag in ('--top_p=0', '--temperature=-1', '--num_samples=0', '--dtype=int8'):
         with pytest.raises(UsageError):
             sample.parse_args([flag])
+
+
+def test_decoding_threads_are_measured_unless_chosen(runs, capsys):
+    before = torch.get_num_threads()
+    _, err = run(capsys, runs['mha'], '--max_new_tokens=4')
+    m = re.search(r"threads: (\d+) \(measured: 1: [\d,]+ tok/s.*; --threads=N chooses\)", err)
+    assert m, err
+    assert int(m.group(1)) in {1, 2, 4, 8, 16, 32, 64, os.cpu_count()}
+    _, err = run(capsys, runs['mha'], '--max_new_tokens=4', '--threads=1')
+    assert 'threads: 1 (--threads; --threads=N chooses)' in err and torch.get_num_threads() == before  # restored
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'sample.py'), f"--out_dir={runs['mha']}", '--device=cpu',
+                           '--max_new_tokens=4'], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert proc.returncode == 0 and 'threads: 1 (OMP_NUM_THREADS; --threads=N chooses)' in proc.stderr, proc.stderr
