@@ -63,6 +63,16 @@ def rss_bytes(key='VmHWM'):
     return rss if sys.platform == 'darwin' else rss * 1024
 
 
+def train_step(model, x, y, ctx, scaler, opt):
+    """One forward + backward + optimizer step, as train.py takes it (one micro-step)."""
+    with ctx:
+        _, loss = model(x, y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad(set_to_none=True)
+
+
 def speed_row(path, bench, overrides):
     """One config's row, measured in this (fresh) process."""
     cfg = parse_config(TrainConfig, [path, *overrides])
@@ -84,22 +94,14 @@ def speed_row(path, bench, overrides):
     x = torch.randint(0, mcfg.vocab_size, (cfg.batch_size, T + 1), device=device)
     x, y = x[:, :-1], x[:, 1:]
 
-    def step():
-        with ctx:
-            _, loss = step_model(x, y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-
     for _ in range(bench.warmup):
-        step()
+        train_step(step_model, x, y, ctx, scaler, opt)
     times = []
     for _ in range(bench.repeats):
         sync_device(device_type)
         t0 = time.perf_counter()
         for _ in range(bench.iters):
-            step()
+            train_step(step_model, x, y, ctx, scaler, opt)
         sync_device(device_type)
         times.append((time.perf_counter() - t0) / bench.iters)
     dt = sorted(times)[len(times) // 2]

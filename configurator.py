@@ -224,6 +224,18 @@ def split_flags(argv, cls, passed_on):
     return own, other
 
 
+def numbers(name, texts, kind):
+    """A list flag's strings (--widths=64,128) as ints or floats, all positive and finite, or a UsageError
+    naming the flag."""
+    try:
+        values = [kind(t) for t in texts]
+    except ValueError:
+        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by commas") from None
+    if not values or not all(0 < v < float('inf') for v in values):
+        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
+    return values
+
+
 def keys_given(argv):
     """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
     return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}

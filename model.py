@@ -68,19 +68,14 @@ class GPTConfig:
     match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn so the model has the GPT-2 block's parameter count
 
     def __post_init__(self):
-        def choose(field, value, allowed):
-            if value not in allowed:
-                raise ValueError(f"unknown {field} {value!r}; choose one of {', '.join(a or repr(a) for a in allowed)}")
         # pos_emb was a bool before rotary positions existed: old configs and checkpoints keep working
         legacy = {True: 'learned', False: 'none', 'true': 'learned', 'false': 'none'}
         self.pos_emb = legacy.get(self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb, self.pos_emb)
-        choose('pos_emb', self.pos_emb, POS_EMBS)
-        choose('norm', self.norm, NORMS)
-        choose('dconv_init', self.dconv_init, DCONV_INITS)
-        choose('match_params', self.match_params, MATCHES)
-        choose('block', self.block, BLOCKS)
-        choose('attn', self.attn, ATTNS)
-        choose('ffn', self.ffn, FFNS)
+        for name, allowed in (('pos_emb', POS_EMBS), ('norm', NORMS), ('dconv_init', DCONV_INITS),
+                              ('match_params', MATCHES), ('block', BLOCKS), ('attn', ATTNS), ('ffn', FFNS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of "
+                                 f"{', '.join(a or repr(a) for a in allowed)}")
         for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'dconv_kernel',
                      'ffn_multiple_of', 'tiny_attn_size'):
             if getattr(self, name) < 1:

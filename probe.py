@@ -7,16 +7,13 @@ Multi-query associative recall (MQAR): can a token mixer find, by content, a tok
     python probe.py --full                            # Zoology's grid: days on a CPU, hours on a GPU
     python probe.py --replot                          # table and PNG again from the results file
 
-Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no
-channel MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a
-learning-rate grid up to 1e-2, loss on the answers only; attention solves every setting there,
-while gated convolutions (input-independent token mixing, as gMLP's SGU) need a width that grows
-with the sequence. Two views of every config of configs/, at a shared small shape (2 layers, width d,
-heads of 32, block_size T):
+Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no channel
+MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a learning-rate grid
+up to 1e-2, loss on the answers only. Two views of every config of configs/, at a shared small shape
+(2 layers, width d, heads of 32, block_size T):
 - mixer (the default, Zoology's): the config's token mixer with its channel MLP removed (ffn='none':
-  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP
-  to remove (the SGU is their mixer): their whole block, in both views. Configs whose mixers are the
-  same model (gpt, swiglu, geglu, reglu: GPT-2 attention) share one run.
+  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP to
+  remove (the SGU is their mixer): their whole block, in both views. Configs with one mixer share a run.
 - block: the whole block as the config defines it.
 
 A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct in a sequence):
@@ -24,12 +21,11 @@ A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct 
     k1 v1 k2 v2 ... kN vN  0 0 k2 0 k1 0 0 ... kN 0        inputs: N pairs, then N queries
     -1 -1 ..................  -1 v2 -1 v1 -1 ... vN -1      targets: the paired value at each query
 
-The answers never appear after their query, so no shortcut scores above 1/N (a value of the
-sequence at random) or 1/(V/2) (any value). Training sequences are fresh every step (nothing to
-memorise); the held-out set is fixed. Each cell trains for the steps the emergence law gives
-(recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al. arXiv:2511.16893), times `budget`,
-stopping early at stop_acc, at each learning rate in turn until one solves it. One record per run is
-appended to the results file as it ends; a rerun skips finished runs.
+No answer appears after its query, so no shortcut scores above 1/N (a value of the sequence at random).
+Training sequences are fresh every step; the held-out set is fixed. Each cell trains for the steps the
+emergence law gives (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al. arXiv:2511.16893)
+times `budget`, stopping early at stop_acc, at each learning rate in turn until one solves it. Each run
+appends one record to the results file as it ends; a rerun skips finished runs.
 """
 import dataclasses
 import hashlib
@@ -46,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from configurator import UsageError, keys_given, parse_config, require, run_main
+from configurator import UsageError, keys_given, numbers, parse_config, require, run_main
 from model import GPT, GPTConfig
 from results import append_record, arch_key, check_writable, config_paths, pyplot, read_results, save_png
 from runtime import TrainConfig, duration
@@ -100,17 +96,6 @@ FULL = dict(views=['mixer', 'block'], widths=['64', '128'], seq_lens=['64', '256
             learning_rate=['1e-4', '4.6e-4', '2.2e-3', '1e-2'])  # Zoology's logspace(-4, -2, 4)
 
 
-def numbers(name, texts, kind):
-    """A list flag's strings as ints or floats, or a UsageError naming the flag."""
-    try:
-        values = [kind(t) for t in texts]
-    except ValueError:
-        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by commas") from None
-    if not values or not all(0 < v < math.inf for v in values):
-        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
-    return values
-
-
 def law_steps(probe, T):
     """Optimizer steps a cell trains for: budget x the emergence law's tokens, 10^5.7 sqrt(B T), in steps."""
     tokens = 10 ** 5.7 * math.sqrt(probe.batch_size * T)
@@ -160,22 +145,15 @@ def accuracy(logits, targets):
 
 
 def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
-    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands, in `buckets`
-    equal ranges of the distances this layout allows (2 to T - 1)."""
-    hits, dist = [], []
-    right = logits.argmax(dim=-1) == y
-    for row in range(x.size(0)):
-        key_pos = {int(k): 2 * i for i, k in enumerate(x[row, 0:2 * n_pairs:2])}
-        for t in (y[row] != -1).nonzero().flatten().tolist():
-            dist.append(t - key_pos[int(x[row, t])])
-            hits.append(bool(right[row, t]))
-    edges = np.linspace(2, x.size(1), buckets + 1)
-    out = []
-    for lo, hi in zip(edges, edges[1:]):
-        sel = [h for d, h in zip(dist, hits) if lo <= d < hi or (hi == edges[-1] and d == hi)]
-        if sel:
-            out.append([int(lo), int(hi), sum(sel) / len(sel), len(sel)])
-    return out
+    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands (its position
+    minus the key's), in `buckets` equal ranges of the distances 1..T."""
+    rows, t = (y != -1).nonzero(as_tuple=True)
+    key_at = (x[rows, :2 * n_pairs:2] == x[rows, t][:, None]).float().argmax(dim=1) * 2  # the pair it asks
+    dist, right = (t - key_at).numpy(), (logits.argmax(dim=-1)[rows, t] == y[rows, t]).numpy()
+    edges = np.linspace(1, x.size(1), buckets + 1)
+    which = np.clip(np.searchsorted(edges, dist, side='right') - 1, 0, buckets - 1)
+    return [[int(edges[b]), int(edges[b + 1]), float(right[which == b].mean()), int((which == b).sum())]
+            for b in range(buckets) if (which == b).any()]
 
 
 # -----------------------------------------------------------------------------

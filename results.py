@@ -187,3 +187,122 @@ def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
     plt.close(fig)
     return True
 
+
+# -----------------------------------------------------------------------------
+# sweeps: the best learning rate, mean ± std over seeds, the gap to gpt, scaling
+
+def tuned_lrs(records, size=None):
+    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW
+    at an iteration budget, at `size` where the results hold runs there, else at the size with the most
+    runs of that config."""
+    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw']
+    sizes = {}
+    for (name, at), rs in groups(records, 'config', 'size').items():
+        sizes[name] = max(sizes.get(name, (False, 0, '')), (at == size, len(rs), at))
+    return {name: best_lr(rs) for (name, at), rs in groups(records, 'config', 'size').items()
+            if at == sizes[name][2]}
+
+
+def best_lr(records):
+    """The grid point with the best mean final val loss, compared on the seeds every grid point has
+    (a grid tuned on seed 1 and replicated at its best must not let a 1-seed mean beat a 3-seed one)."""
+    by_lr = groups(records, 'lr')
+    common = set.intersection(*({r['seed'] for r in rs} for rs in by_lr.values()))
+    return min(by_lr, key=lambda k: mean_std([r['val_loss'] for r in by_lr[k]
+                                              if r['seed'] in common or not common])[0])[0]
+
+
+def summary_rows(records):
+    """One row per (corpus, config, size, budget, optimizer): the best lr of its grid, mean ± std (n) there
+    in loss and in bits per byte, the grid's means, and the gap to gpt with its standard error."""
+    rows = []
+    for (data, name, size, budget, value, opt), rs in groups(records, 'data_dir', 'config', 'size', 'budget',
+                                                             'budget_value', 'optimizer').items():
+        by_lr = {lr: mean_std([r['val_loss'] for r in g]) for (lr,), g in groups(rs, 'lr').items()}
+        lr = best_lr(rs)
+        at = [r for r in rs if r['lr'] == lr]
+        mean, std, n = by_lr[lr]
+        bpb = [r['val_bpb'] for r in at if r.get('val_bpb') is not None]
+        rows.append(dict(data=data, corpus=at[0].get('corpus', data), config=name, size=size, kind=budget,
+                         budget=f"{budget}={value:g}", optimizer=opt, lr=lr, val=mean, std=std, n=n,
+                         values=[r['val_loss'] for r in at], val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
+                         bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
+                         grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
+                                         for k in sorted(by_lr)),
+                         params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
+                         flops=mean_std([r['flops'] or 0 for r in at])[0],
+                         train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
+    for row in rows:  # the gap to gpt on the same corpus, at the same size, budget and optimizer
+        same = ('data', 'size', 'budget', 'optimizer')
+        base = next((b for b in rows if b['config'] == 'gpt' and all(b[k] == row[k] for k in same)), None)
+        if base is not None and row is not base:
+            row['gap'] = row['val'] - base['val']
+            if min(row['n'], base['n']) < 2:  # one seed has no spread: say so instead of a false ± 0
+                row['gap_se'], row['vs_gpt'] = None, f"{row['gap']:+.4f} (1 seed: spread unknown)"
+                continue
+            se = math.sqrt(row['std'] ** 2 / row['n'] + base['std'] ** 2 / base['n'])
+            row['gap_se'] = se
+            row['vs_gpt'] = f"{row['gap']:+.4f} ± {se:.4f}" + (' (noise)' if abs(row['gap']) < 2 * se else '')
+    return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['size'], arch_key(r['config'])))
+
+
+SUMMARY_COLUMNS = [
+    ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
+    ('params', 'params', '{:,}'), ('lr', 'best lr', '{:g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
+    ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
+]
+SCALING_COLUMNS = [
+    ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
+    ('lr', 'best lr', '{:g}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('multiplier', 'compute multiplier vs gpt', '{}'),
+]
+
+
+def scaling_rows(rows):
+    """Per (config, size) at one budget: mean FLOPs and loss, and the compute multiplier against gpt."""
+    out = []
+    for _, rs in groups(rows, 'data', 'kind', 'optimizer').items():
+        ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
+        for r in rs:
+            m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
+            out.append({**r, 'multiplier': f"{m:.2f}" if m else why})
+    return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
+
+
+def plot_curves(ax, xs, curves, label):
+    """A mean curve over seeds with a band from min to max; a run of one evaluation is a marker."""
+    n = min(len(c) for c in curves)
+    mean = [sum(c[i] for c in curves) / len(curves) for i in range(n)]
+    line, = ax.plot(xs[:n], mean, marker='o' if n < 3 else None, ms=4, label=label)
+    ax.fill_between(xs[:n], [min(c[i] for c in curves) for i in range(n)], [max(c[i] for c in curves) for i in range(n)],
+                    color=line.get_color(), alpha=0.2)
+
+
+def plot_sweep(rows, png):
+    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, a band for min..max.
+    The evaluation at step 0 (the untrained model) is left out of the curve."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for row in rows:
+        curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
+        for ax, col in zip(axes, (1, 2)):
+            plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
+                        f"{row['config']} (lr {row['lr']:g}, n={row['n']})")
+    return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: min..max)')
+
+
+def plot_scaling(rows, png):
+    """Final val loss against training FLOPs (log scale), one line per architecture."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, rs in sorted(groups(rows, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
+        rs = sorted(rs, key=lambda r: r['flops'])
+        ax.errorbar([r['flops'] for r in rs], [r['val'] for r in rs], yerr=[r['std'] for r in rs],
+                    marker='o', capsize=3, label=name[0], linewidth=2.5 if name[0] == 'gpt' else 1.2)
+    ax.set_xscale('log')
+    return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'], 'final val loss')
