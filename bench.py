@@ -9,10 +9,11 @@ model's cache.
 Each config's model is built at the config's own shape, with any train.py key given here on top
 (--n_layer, --batch_size, --device, --dtype, --compile, ...). A training step (forward + backward +
 AdamW) is timed after warm-up: the median of `repeats` timings of `iters` steps, with min..max; then
-greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on a
-GPU, a fixed-shape step captured with CUDA graphs), at the thread count decoding runs fastest with. Peak
-memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh process per
-config (torch itself excluded). Quality (val loss over seeds and learning rates) is sweep.py's.
+greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on
+a GPU, a fixed-shape step captured with CUDA graphs), at the thread count decoding runs fastest
+with. Peak memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh
+process per config (torch itself excluded). Quality (val loss over seeds and learning rates) is
+sweep.py's.
 """
 import dataclasses
 import json
@@ -114,8 +115,8 @@ def speed_row(path, bench, overrides):
                ms_range=f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}" + (' UNSTABLE' if spread > UNSTABLE else ''),
                tokens_per_s=tokens_per_s, flops_per_token=model.flops_per_token(), peak_mem_mb=peak_mem / 2 ** 20,
                mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None,
-               setup=f"device={device} dtype={dtype} compile={cfg.compile} torch={torch.__version__} "
-                     f"threads={torch.get_num_threads()}")
+               setup=f"device={device} dtype={dtype} compile={cfg.compile} "
+                     f"torch={torch.__version__} threads={torch.get_num_threads()}")
     # decoding: one prompt token, decode_tokens new ones, greedy; with and without the cache
     if bench.decode_tokens:  # from one prompt token, greedy, batch 1: with and without the cache, and captured
         if bench.decode_block_size:
@@ -155,7 +156,8 @@ def main(argv):
     for path in paths:  # every key is valid for every config (and the device is there) before anything runs
         resolve_device(parse_config(TrainConfig, [path, *overrides]).device)
     rows = []
-    # each config in a fresh process: peak memory is then its own, not what earlier configs left behind
+    # each config in a fresh process: peak memory is then its own, not what earlier configs left
+    # behind
     spawn = multiprocessing.get_context('spawn')
     for i, path in enumerate(paths):
         print(f"[{i + 1}/{len(paths)}] {path}", file=sys.stderr, flush=True)
@@ -170,8 +172,9 @@ def main(argv):
         print(f"{setup}\n")
         print(markdown_table(rows, SPEED_COLUMNS))
         if any('UNSTABLE' in r['ms_range'] for r in rows):
-            print(f"\nUNSTABLE: the slowest timing is more than {UNSTABLE:.0%} of the median off the fastest; "
-                  f"the machine was busy: rerun those configs (more --repeats) before trusting them")
+            print(f"\nUNSTABLE: the slowest timing is more than {UNSTABLE:.0%} of the median off "
+                  "the fastest; the machine was busy: rerun those configs (more --repeats) before "
+                  "trusting them")
     return rows
 
 

@@ -1,8 +1,8 @@
 """
 What a run keeps on disk and how it comes back: the checkpoint (the model's config and uncompiled
-weights, the optimizer, the run's state and every random generator, so a resumed run equals a straight
-one), the checks before resuming, and `RunFiles`: out_dir's ckpt.pt, log.jsonl and config.json,
-written atomically, with a previous run kept in out_dir/prev/.
+weights, the optimizer, the run's state and every random generator, so a resumed run equals a
+straight one), the checks before resuming, and `RunFiles`: out_dir's ckpt.pt, log.jsonl and
+config.json, written atomically, with a previous run kept in out_dir/prev/.
 """
 import dataclasses
 import json
@@ -42,26 +42,28 @@ class RunState:
 def load_checkpoint(path, device='cpu'):
     """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a UsageError."""
     if not os.path.isfile(path):
-        raise UsageError(f"no checkpoint at {path!r}; train one first (python prepare.py && python train.py "
-                         f"configs/quick.py) or point out_dir at the right folder")
+        raise UsageError(f"no checkpoint at {path!r}; train one first (python prepare.py && python "
+                         "train.py configs/quick.py) or point out_dir at the right folder")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated, garbage, or not a torch file at all (torch's own advice to
         # pass weights_only=False would run arbitrary pickled code: not something to suggest)
-        raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}): it is truncated, "
-                         f"corrupt or not written by train.py; retrain, or restore a good copy") from None
+        raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}): it is "
+                         "truncated, corrupt or not written by train.py; retrain, or restore a "
+                         "good copy") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise UsageError(f"{path!r} is not a checkpoint written by train.py (no 'model'/'model_args')")
     version = ckpt.get('format_version', 1)
     if type(version) is not int or version > CHECKPOINT_FORMAT:  # a newer format: its fields would be dropped
-        raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format {CHECKPOINT_FORMAT} "
-                         f"and older: use the code that wrote it (git pull)")
+        raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format "
+                         f"{CHECKPOINT_FORMAT} and older: use the code that wrote it (git pull)")
     wrong = next((k for k, kinds in FIELD_TYPES.items() if k in ckpt and not isinstance(ckpt[k], kinds)), None)
     if wrong is None and not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in ckpt['model'].items()):
         wrong = 'model'
     if wrong:
-        raise UsageError(f"{path}: its {wrong!r} is a {type(ckpt[wrong]).__name__}, not what train.py writes; "
-                         f"the file is damaged or not ours: retrain, or restore a good copy")
+        raise UsageError(f"{path}: its {wrong!r} is a {type(ckpt[wrong]).__name__}, not what "
+                         "train.py writes; the file is damaged or not ours: retrain, or restore a "
+                         "good copy")
     return ckpt
 
 
@@ -106,8 +108,9 @@ def check_resumable(ckpt, cfg, meta, path):
                          f"so it cannot resume exactly; use another out_dir with init_from='scratch'")
     if not ckpt['rng'] or not all(isinstance(r, dict) and {'torch', 'numpy', 'python', 'data'} <= r.keys()
                                   for r in ckpt['rng']):
-        raise UsageError(f"{path}: its random generator states are not what train.py writes; the file is damaged "
-                         f"or not ours: use another out_dir with init_from='scratch'")
+        raise UsageError(f"{path}: its random generator states are not what train.py writes; the "
+                         "file is damaged or not ours: use another out_dir with "
+                         "init_from='scratch'")
     saved, asked = {**dataclasses.asdict(GPTConfig()), **ckpt['model_args']}, cfg.model_args()
     diff = [k for k in asked if k != 'dropout' and saved.get(k) != asked[k]]
     if diff:
@@ -116,13 +119,16 @@ def check_resumable(ckpt, cfg, meta, path):
             + "; resume with the checkpoint's config or use another out_dir")
     saved_opt = (ckpt.get('config') or {}).get('optimizer', 'adamw')  # before 'optimizer' was a key: AdamW
     if saved_opt != cfg.optimizer:  # optimizer state of one does not load into the other
-        raise UsageError(f"{path} was trained with optimizer={saved_opt!r}, asked {cfg.optimizer!r}; "
-                         f"resume with --optimizer={saved_opt} or start a new out_dir")
-    # token ids mean what the checkpoint's tokenizer says (it is stored in the checkpoint for sample.py)
+        raise UsageError(f"{path} was trained with optimizer={saved_opt!r}, asked "
+                         f"{cfg.optimizer!r}; resume with --optimizer={saved_opt} or start a new "
+                         "out_dir")
+    # token ids mean what the checkpoint's tokenizer says (it is stored in the checkpoint for
+    # sample.py)
     if 'meta' in ckpt and tokenizer_of(meta) != tokenizer_of(ckpt['meta']):
-        raise UsageError(f"{cfg.data_dir} is tokenized with {describe_tokenizer(meta)} but {path} was "
-                         f"trained with {describe_tokenizer(ckpt['meta'])}; resume on data prepared with the "
-                         f"checkpoint's tokenizer, or train this data in a new out_dir")
+        raise UsageError(f"{cfg.data_dir} is tokenized with {describe_tokenizer(meta)} but {path} "
+                         f"was trained with {describe_tokenizer(ckpt['meta'])}; resume on data "
+                         "prepared with the checkpoint's tokenizer, or train this data in a new "
+                         "out_dir")
 
 
 def rng_state():
@@ -205,13 +211,14 @@ def read_jsonl(path):
             rows.append(row)
         elif line.strip() and (n < len(lines) or line.endswith(b'\n')):  # a blank line is no row either
             what = repr(line[:40].decode('utf-8', 'replace')) + ('...' if len(line) > 40 else '')
-            raise UsageError(f"{path} line {n} is not a log row (a JSON object with an integer 'iter'): {what}; "
-                             f"delete that line, or the file, and rerun")
+            raise UsageError(f"{path} line {n} is not a log row (a JSON object with an integer "
+                             f"'iter'): {what}; delete that line, or the file, and rerun")
     return rows
 
 
 RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
-# ckpt.pt.tmp<pid>: atomic_write's file being written; ckpt.pt.new<pid>: staged, complete, waiting for a rename
+# ckpt.pt.tmp<pid>: atomic_write's file being written; ckpt.pt.new<pid>: staged, complete, waiting
+# for a rename
 STAGED = re.compile(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.(?:tmp|new)(\d+)(?:\.tmp\d+)*')
 PREV_STAGED = re.compile(r'prev\.(?:tmp|old)(\d+)')  # the next prev/ being built, the one it replaces
 
@@ -241,18 +248,20 @@ def peek(path):
 
 class RunFiles:
     """
-    What a run writes in out_dir (the master process only): ckpt.pt, log.jsonl, config.json, and prev/.
-    - One run at a time: out_dir is locked (hold) before anything is written there, and as soon as it
-      exists; a second run into it is refused with one line naming the first.
-    - Nothing in out_dir changes before open(), which the run calls once everything is checked. open()
-      first settles what a killed run left mid-way (settle), so out_dir never holds a mix of two runs.
-    - A scratch run over a previous run writes its log as log.jsonl.new<pid>; its first checkpoint and
-      config are staged as ckpt.pt.new<pid> and config.json.new<pid>; then prev/ is rebuilt beside the old
-      one from hard links of out_dir's run and swapped in, and the rename of the staged ckpt.pt commits.
-      Before that rename, every interruption is undone to the state before the run; after it, finished.
-      One generation: the run that leaves prev/ goes, except that a run stopped before its end (a signal,
-      a crash) that holds less training than prev/'s is the one replaced: rerunning a config and pressing
-      Ctrl-C, twice, does not lose the trained model.
+    What a run writes in out_dir (the master process only): ckpt.pt, log.jsonl, config.json, and
+    prev/.
+    - One run at a time: out_dir is locked (hold) before anything is written there, and as soon as
+      it exists; a second run into it is refused with one line naming the first.
+    - Nothing in out_dir changes before open(), which the run calls once everything is checked.
+      open() first settles what a killed run left mid-way (settle), so out_dir never holds a mix of
+      two runs.
+    - A scratch run over a previous run writes its log as log.jsonl.new<pid>; its first checkpoint
+      and config are staged as ckpt.pt.new<pid> and config.json.new<pid>; then prev/ is rebuilt
+      beside the old one from hard links of out_dir's run and swapped in, and the rename of the
+      staged ckpt.pt commits. Before that rename, every interruption is undone to the state before
+      the run; after it, finished. One generation: the run that leaves prev/ goes, except that a run
+      stopped before its end (a signal, a crash) that holds less training than prev/'s is the one
+      replaced: rerunning a config and pressing Ctrl-C, twice, does not lose the trained model.
     - config.json is written with the run's first checkpoint, so it describes ckpt.pt.
     - A failed write (a full disk) is one line naming the path; the last good checkpoint stays.
     """
@@ -287,20 +296,22 @@ class RunFiles:
                 try:
                     self.settle(int(m.group(1)))
                 except OSError as e:
-                    raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} ({e.strerror}: "
-                                     f"{e.filename}); fix that, or use another out_dir") from None
+                    raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} "
+                                     f"({e.strerror}: {e.filename}); fix that, or use another "
+                                     "out_dir") from None
         if os.path.isfile(self.ckpt_path) and not os.path.isfile(self.config_path):  # killed between the two
             self.write(self.config_path, lambda f: f.write(json.dumps(load_checkpoint(self.ckpt_path)['config'],
                                                                       indent=1).encode()))
         rows = []
         if self.cfg.init_from == 'resume' and os.path.exists(self.log_path):
-            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
+            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did
+            # not
             rows = [r for r in read_jsonl(self.log_path)
                     if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
         if self.cfg.init_from == 'scratch' and any(os.path.exists(self.path(n)) for n in RUN_FILES):
             self.pending, self.log_name = True, self.path('log.jsonl', self.pid)
-            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run saves its first "
-                  f"checkpoint, then moves to {self.prev}/")
+            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run "
+                  f"saves its first checkpoint, then moves to {self.prev}/")
         try:
             self.write(self.log_name, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
             self.log = open(self.log_name, 'a')
@@ -368,11 +379,12 @@ class RunFiles:
         self.settle(self.pid)
         fsync_dir(self.out_dir)
         if moves:
-            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
-                  f"kept in {self.prev}/; --init_from=resume continues a run instead of starting over")
+            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, "
+                  f"config.json) is kept in {self.prev}/; --init_from=resume continues a run "
+                  "instead of starting over")
         else:
-            print(f"note: {self.out_dir} held a run stopped before its end with less training than the one in "
-                  f"{self.prev}/, which stays; this run replaces it")
+            print(f"note: {self.out_dir} held a run stopped before its end with less training than "
+                  f"the one in {self.prev}/, which stays; this run replaces it")
 
     def write_row(self, row):
         try:

@@ -1,10 +1,10 @@
 """
 The plumbing every script shares: `--key=value` flags and plain-Python config files parsed into a
 dataclass (`parse_config`), the help text made from the dataclass's own comments (`help_text`),
-range checks that read as sentences (`require`), one-line errors for a user's mistakes (`UsageError`,
-`run_main`) and crash-safe writes (`atomic_write`, `write_error`). nanoGPT calls its equivalent
-configurator.py; this one checks every key and type against the dataclass instead of exec-ing into
-globals. No torch here: prepare.py imports it too.
+range checks that read as sentences (`require`), one-line errors for a user's mistakes
+(`UsageError`, `run_main`) and crash-safe writes (`atomic_write`, `write_error`). nanoGPT calls its
+equivalent configurator.py; this one checks every key and type against the dataclass instead of
+exec-ing into globals. No torch here: prepare.py imports it too.
 """
 import dataclasses
 import difflib
@@ -99,8 +99,8 @@ def exec_config_file(path):
         with open(path) as f:
             exec(compile(f.read(), path, 'exec'), scope)
     except SystemExit as e:  # a config that calls sys.exit() is a mistake too, not a silent exit
-        raise UsageError(f"config file {path!r} called sys.exit({e.code!r}); config files only assign "
-                         f"keys") from None
+        raise UsageError(f"config file {path!r} called sys.exit({e.code!r}); config files only "
+                         "assign keys") from None
     except Exception as e:  # a user's syntax error is a one-line message too
         raise UsageError(f"config file {path!r} failed: {type(e).__name__}: {e}") from None
     finally:  # the next config file imports its own _recipe, not this one's
@@ -115,13 +115,13 @@ def exec_config_file(path):
 def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
     """
     Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
-    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a later
-    argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does not).
-    A bool key may be given bare (`--compile` is `--compile=true`).
-    An unknown key or a wrong type raises UsageError naming the nearest valid keys; an invalid
-    combination raises whatever ValueError `cls.__post_init__` raises, re-raised as UsageError.
-    List-typed fields take comma-separated values and may be repeated to append.
-    `-h`/`--help` prints `usage`, every key with its default and meaning, and `doc`; then exits 0.
+    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a
+    later argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does
+    not). A bool key may be given bare (`--compile` is `--compile=true`). An unknown key or a wrong
+    type raises UsageError naming the nearest valid keys; an invalid combination raises whatever
+    ValueError `cls.__post_init__` raises, re-raised as UsageError. List-typed fields take
+    comma-separated values and may be repeated to append. `-h`/`--help` prints `usage`, every key
+    with its default and meaning, and `doc`; then exits 0.
     """
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
     metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
@@ -283,8 +283,8 @@ def lock_folder(path, what):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise UsageError(f"{path} is in use by {lock_holder(path)}, which is writing {what} there; wait for "
-                         f"it to finish or stop it, or use another folder") from None
+        raise UsageError(f"{path} is in use by {lock_holder(path)}, which is writing {what} there; "
+                         "wait for it to finish or stop it, or use another folder") from None
     return fd
 
 

@@ -60,8 +60,9 @@ def pydoc_corpus():
     texts = {key: topics[key].encode() for key in sorted(topics)}
     docs = [Doc(f"pydoc_data.topics[{key!r}]", len(data), data=data) for key, data in texts.items()]
     v = sys.version_info
-    return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} reference manual "
-                  "(pydoc_data.topics), one document per topic in sorted key order"}
+    return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} "
+                                                  "reference manual (pydoc_data.topics), one "
+                                                  "document per topic in sorted key order"}
 
 
 def stdlib_corpus():
@@ -168,8 +169,8 @@ def file_corpus(inputs):
                     data = f.read()
                 docs.append(Doc(p, len(data), data=data))
         except OSError as e:
-            raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or leave it out of "
-                             f"--input") from None
+            raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
+                             "leave it out of --input") from None
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
@@ -204,19 +205,25 @@ def plan_split(docs, val_fraction):
             return i, off, how
         if i + 1 < len(docs):
             return i + 1, 0, 'document'
-    raise UsageError(f"the corpus ({total} bytes) is too small to split off val_fraction={val_fraction}; "
-                     f"add text or change --val_fraction")
+    raise UsageError(f"the corpus ({total} bytes) is too small to split off "
+                     f"val_fraction={val_fraction}; add text or change --val_fraction")
 
 
 # -----------------------------------------------------------------------------
 # Decoding and encoding, piece by piece
 
-# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of encoding it
-# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's) all end
-# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text with
-# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters. Not
-# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2 splits it
-# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all three.
+# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of
+# encoding it
+# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's)
+# all end
+# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text
+# with
+# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters.
+# Not
+# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2
+# splits it
+# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all
+# three.
 # Char and byte ids do not depend on context, so their text is cut anywhere.
 _CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
 
@@ -251,7 +258,8 @@ def texts(doc, start, end, errors, *, bpe):
             raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
                              f"fix the file or pass --errors=replace") from None
         pos += len(block)
-        # the carry holds no cut point, so look only from its last character on (linear, not quadratic)
+        # the carry holds no cut point, so look only from its last character on (linear, not
+        # quadratic)
         cut = cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
         if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway (see above)
             cut = len(text)

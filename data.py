@@ -3,10 +3,10 @@ Token datasets on disk: the shard format, meta.json, the atomic commit of a data
 batches a run draws from it. prepare.py writes through `DatasetWriter`; train.py reads through
 `open_dataset` and `Batches`.
 
-Shards are the llm.c / modded-nanogpt format: a 256 x int32 header (magic 20240520, version 1 = uint16
-tokens or 2 = uint32, token count), then the tokens. prepare.py names them <split>_g<run>_<index>.bin;
-meta.json lists them, and replacing meta.json is the one step that switches a folder from its old
-dataset to a new one.
+Shards are the llm.c / modded-nanogpt format: a 256 x int32 header (magic 20240520, version 1 =
+uint16 tokens or 2 = uint32, token count), then the tokens. prepare.py names them
+<split>_g<run>_<index>.bin; meta.json lists them, and replacing meta.json is the one step that
+switches a folder from its old dataset to a new one.
 """
 import glob
 import json
@@ -21,7 +21,8 @@ from configurator import UsageError, atomic_write, lock_folder, write_error
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
-# prepare.py names its shards <split>_g<run>_<index>.bin, with a run number no file in the folder has used, so
+# prepare.py names its shards <split>_g<run>_<index>.bin, with a run number no file in the folder
+# has used, so
 # a run never overwrites the shards meta.json lists; <split>_<index>.bin are from before run numbers
 PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
 LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')  # of killed runs
@@ -54,8 +55,8 @@ def load_shard(path):
     except OSError:
         raise ShardError(f"shard {path!r} not found") from None
     if size < HEADER_BYTES:
-        raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard header; "
-                         f"it is truncated, rerun prepare.py")
+        raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
+                         "header; it is truncated, rerun prepare.py")
     header = np.fromfile(path, dtype=np.int32, count=256)
     if header[0] != MAGIC:
         raise ShardError(f"{path}: not a token shard (magic number {header[0]}, expected {MAGIC})")
@@ -65,8 +66,8 @@ def load_shard(path):
     ntok = int(header[2])
     expected = HEADER_BYTES + ntok * dtype.itemsize
     if ntok < 0 or size != expected:
-        raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file has "
-                         f"{size} bytes; it is truncated or corrupt, rerun prepare.py")
+        raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file "
+                         f"has {size} bytes; it is truncated or corrupt, rerun prepare.py")
     if ntok == 0:
         return np.zeros(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
@@ -132,9 +133,9 @@ def read_meta(data_dir):
         except OSError:
             ours = []  # no folder: find_shards says so
         if ours:
-            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no meta.json: a "
-                             f"prepare.py run did not finish; rerun prepare.py (raw llm.c shards are named "
-                             f"like fineweb_train_000001.bin)")
+            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no "
+                             "meta.json: a prepare.py run did not finish; rerun prepare.py (raw "
+                             "llm.c shards are named like fineweb_train_000001.bin)")
         return None
     try:
         with open(path, encoding='utf-8') as f:
@@ -188,11 +189,12 @@ class DatasetWriter:
         with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:   # open
             w.add('train', ids) ...                                       # shards of a new generation
             w.commit(meta)                                                # meta.json lists them: the switch
-    Leaving the block without commit() (an error, Ctrl-C) removes what this run wrote (discard), and the
-    folder keeps its old dataset. One run at a time: the folder is locked for the block (a second
-    prepare.py into it is refused with one line naming the first). Shards are named <split>_g<run>_<index>.bin with a run number no file
-    in the folder has used, invisible to readers until meta.json lists them (their header says 0 tokens
-    until complete). Any OSError becomes a one-line UsageError naming the file.
+    Leaving the block without commit() (an error, Ctrl-C) removes what this run wrote (discard), and
+    the folder keeps its old dataset. One run at a time: the folder is locked for the block (a
+    second prepare.py into it is refused with one line naming the first). Shards are named
+    <split>_g<run>_<index>.bin with a run number no file in the folder has used, invisible to
+    readers until meta.json lists them (their header says 0 tokens until complete). Any OSError
+    becomes a one-line UsageError naming the file.
     """
 
     def __init__(self, out_dir, *, dtype, shard_tokens):
@@ -221,7 +223,8 @@ class DatasetWriter:
             names = os.listdir(self.out_dir)
         except OSError as e:
             raise UsageError(f"cannot read --out_dir={self.out_dir!r}: {e.strerror or e}") from None
-        # 1 + the highest run number among the folder's shard names: the new shards collide with nothing
+        # 1 + the highest run number among the folder's shard names: the new shards collide with
+        # nothing
         self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m), default=0)
         return self
 
@@ -400,8 +403,8 @@ class Batches:
             meta = os.path.join(os.path.dirname(self.paths[bad]), 'meta.json')
             fix = (f"{meta} does not match its shards: rerun prepare.py" if os.path.exists(meta) else
                    "pass a larger --vocab_size (GPT-2 shards: 50304)")
-            raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= vocab_size={self.check_vocab}; "
-                             f"{fix}")
+            raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= "
+                             f"vocab_size={self.check_vocab}; {fix}")
         import torch  # here, not at the top: prepare.py writes datasets without loading torch
         xy = torch.from_numpy(xy)  # (B, T + 1)
         x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets

@@ -11,7 +11,8 @@ Every block this repository compares, in one file, behind one GPTConfig.
 - 'amlp': gMLP plus a tiny single-head attention added to the spatial gate (same paper, sec. 4.3).
 
 Modern options combine with every block where they make sense: norm='rmsnorm' (LLaMA), rotary
-positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon' (train.py).
+positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon'
+(train.py).
 
 Tensors are (B, T, C): batch, time, channels. Incremental decoding keeps a DecodeCache; every
 token mixer (attention, depth-wise conv, SGU, tiny attention) writes its new rows into it and reads
@@ -68,7 +69,8 @@ class GPTConfig:
     match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn so the model has the GPT-2 block's parameter count
 
     def __post_init__(self):
-        # pos_emb was a bool before rotary positions existed: old configs and checkpoints keep working
+        # pos_emb was a bool before rotary positions existed: old configs and checkpoints keep
+        # working
         legacy = {True: 'learned', False: 'none', 'true': 'learned', 'false': 'none'}
         self.pos_emb = legacy.get(self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb, self.pos_emb)
         for name, allowed in (('pos_emb', POS_EMBS), ('norm', NORMS), ('dconv_init', DCONV_INITS),
@@ -91,15 +93,16 @@ class GPTConfig:
                 raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                                  f"pick n_head among {heads}")
         elif self.match_params and self.n_embd % self.n_head:  # the GPT-2 block it is matched against has heads
-            raise ValueError(f"match_params={self.match_params!r} sizes this {self.block} (which has no heads) to the "
-                             f"parameters of a GPT-2 block of n_embd={self.n_embd} with n_head={self.n_head}, which "
-                             f"must divide it: set n_head to one of {heads}, or match_params=''")
+            raise ValueError(f"match_params={self.match_params!r} sizes this {self.block} (which "
+                             "has no heads) to the parameters of a GPT-2 block of "
+                             f"n_embd={self.n_embd} with n_head={self.n_head}, which must divide "
+                             f"it: set n_head to one of {heads}, or match_params=''")
         else:
             # gMLP blocks have neither attention nor an FFN sub-layer: say so instead of ignoring it
             if self.attn != 'mha' or self.ffn != 'gelu':
                 raise ValueError(f"block={self.block!r} has no attention or FFN sub-layer, so "
-                                 f"attn/ffn must stay at their defaults ('mha'/'gelu'); "
-                                 f"use gmlp_d_ffn to size it")
+                                 "attn/ffn must stay at their defaults ('mha'/'gelu'); use "
+                                 "gmlp_d_ffn to size it")
             if self.block == 'gmlp' and self.pos_emb == 'rope':
                 raise ValueError("block='gmlp' has no attention for rotary positions to rotate; use "
                                  "pos_emb='none' (the SGU's weights are positional) or block='amlp'")
@@ -175,9 +178,10 @@ def count_flops(config, T=None):
 def matched_width(config):
     """
     The width knob (ffn_hidden for transformer blocks, gmlp_d_ffn for gMLP/aMLP) that gives `config`
-    the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the same
-    depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob, so two
-    counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing within 0.5%.
+    the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the
+    same depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob,
+    so two counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing
+    within 0.5%.
     """
     return _matched_width(tuple(sorted(vars(config).items())))
 
@@ -207,14 +211,15 @@ def _matched_width(items):
 
 class DecodeCache:
     """
-    What decoding keeps between calls: for every layer, the history each token mixer reads (attention's
-    K/V, the tiny attention's, the SGU's normalised Z2 rows, MDHA's last K-1 inputs) in buffers of
-    block_size positions, allocated once and written in place (index_copy_). Each call's positions are
-    tensors: `index`, those of its T new tokens, and `visible` (T, Tk), which of the Tk positions read
-    each token may see. With fixed=True every call reads the whole buffers (Tk = block_size) under that
-    mask, and position state lives in a tensor (`step`): a one-token call has the same shapes and reads
-    no Python counter, so it can be captured once (torch.compile's CUDA graphs) and replayed. Without,
-    Tk is the positions written so far (less work in eager mode) and `pos` counts them.
+    What decoding keeps between calls: for every layer, the history each token mixer reads
+    (attention's K/V, the tiny attention's, the SGU's normalised Z2 rows, MDHA's last K-1 inputs) in
+    buffers of block_size positions, allocated once and written in place (index_copy_). Each call's
+    positions are tensors: `index`, those of its T new tokens, and `visible` (T, Tk), which of the
+    Tk positions read each token may see. With fixed=True every call reads the whole buffers (Tk =
+    block_size) under that mask, and position state lives in a tensor (`step`): a one-token call has
+    the same shapes and reads no Python counter, so it can be captured once (torch.compile's CUDA
+    graphs) and replayed. Without, Tk is the positions written so far (less work in eager mode) and
+    `pos` counts them.
     """
 
     def __init__(self, n_layer, fixed=False):
@@ -253,8 +258,10 @@ class LayerCache:
         return buf if c.fixed else buf.narrow(dim, 0, c.pos + new.size(dim))
 
 
-# Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16 on
-# H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190 (bench.py).
+# Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
+# on
+# H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
+# (bench.py).
 DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
@@ -262,7 +269,8 @@ def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
     """
     softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
     q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
-    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them out.
+    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them
+    out.
     """
     Tq, Tk = q.size(-2), k.size(-2)
     if cache is not None and cache.of.fixed:
@@ -302,7 +310,8 @@ class Rotary(nn.Module):
         self.register_buffer('sin', angle.sin(), persistent=False)
 
     def forward(self, x, index=None):
-        # x: (B, nh, T, hs) at positions `index` (T,), or 0..T-1; rotated in float32, returned in x's dtype
+        # x: (B, nh, T, hs) at positions `index` (T,), or 0..T-1; rotated in float32, returned in
+        # x's dtype
         T = x.size(-2)
         cos, sin = (self.cos[:T], self.sin[:T]) if index is None else (self.cos[index], self.sin[index])  # (T, hs/2)
         x1, x2 = x.float().chunk(2, dim=-1)
@@ -328,10 +337,10 @@ def causal_conv(x, w):
 
 class CausalConv(torch.autograd.Function):
     """
-    causal_conv with a hand-written backward. It keeps the (B, T, C) layout that SDPA's fast kernel wants
-    and beats a left-padded F.conv1d(groups=C) with its transposes: a whole Primer EZ training step on the
-    CPU takes 36.5 ms instead of 46.1 (4x128, block 64, batch 12), 162 instead of 199 at block 256
-    (README §3 says how it was measured).
+    causal_conv with a hand-written backward. It keeps the (B, T, C) layout that SDPA's fast kernel
+    wants and beats a left-padded F.conv1d(groups=C) with its transposes: a whole Primer EZ training
+    step on the CPU takes 36.5 ms instead of 46.1 (4x128, block 64, batch 12), 162 instead of 199 at
+    block 256 (README §3 says how it was measured).
     """
 
     @staticmethod
@@ -380,7 +389,8 @@ class CausalDepthwiseConv(nn.Module):
         w = w.reshape(x.size(2), self.kernel).to(x.dtype)  # (3C, K); under autocast q, k, v stay bf16/fp16
         if cache is None or self.kernel == 1:
             return CausalConv.apply(x, w) if torch.is_grad_enabled() else causal_conv(x, w)  # no autograd to feed
-        # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left padding), then
+        # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left
+        # padding), then
         # drop their outputs; the tail is kept in one buffer of fixed shape, overwritten in place
         tail = cache.buffers.setdefault('conv_tail', x.new_zeros(x.size(0), self.kernel - 1, x.size(2)))
         full = torch.cat([tail, x], dim=1)
@@ -504,7 +514,8 @@ class SpatialGatingUnit(nn.Module):
         super().__init__()
         T = config.block_size
         self.ln = make_norm(config, d_ffn // 2)
-        # uniform(±0.01/T): near zero even summed over T positions (labml uses ±0.01; lucidrains 1e-3/T)
+        # uniform(±0.01/T): near zero even summed over T positions (labml uses ±0.01; lucidrains
+        # 1e-3/T)
         self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
         self.bias = nn.Parameter(torch.ones(T))
 
@@ -594,7 +605,8 @@ class GPT(nn.Module):
         if config.tie_weights:
             self.transformer.wte.weight = self.lm_head.weight  # https://paperswithcode.com/method/weight-tying
         self.apply(self._init_weights)
-        # GPT-2's scaled init of every residual output projection (all named c_proj), per the GPT-2 paper
+        # GPT-2's scaled init of every residual output projection (all named c_proj), per the GPT-2
+        # paper
         for pn, p in self.named_parameters():
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
@@ -619,8 +631,9 @@ class GPT(nn.Module):
         B, T = idx.size()
         # (the fixed-shape cache reads no Python counter: its caller keeps within block_size)
         if (0 if cache is None or cache.fixed else cache.pos) + T > self.config.block_size:
-            raise ValueError(f"sequence of {T + (cache.pos if cache else 0)} tokens is longer than block_size="
-                             f"{self.config.block_size}; crop it (generate does) or train a larger block_size")
+            raise ValueError(f"sequence of {T + (cache.pos if cache else 0)} tokens is longer than "
+                             f"block_size={self.config.block_size}; crop it (generate does) or "
+                             "train a larger block_size")
         if cache is not None:
             cache.begin(T, self.config.block_size, idx.device)
         x = self.transformer.wte(idx)  # (B, T, C)
@@ -670,7 +683,8 @@ class GPT(nn.Module):
         ], lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
         if optimizer == 'adamw':
             return adamw
-        # Muon (Jordan et al. 2024) with Moonshot's update scaling (arXiv:2502.16982): 0.2 sqrt(max(A, B))
+        # Muon (Jordan et al. 2024) with Moonshot's update scaling (arXiv:2502.16982): 0.2
+        # sqrt(max(A, B))
         # matches AdamW's update RMS, so the same learning_rate, schedule and weight decay apply
         muon = torch.optim.Muon([params[n] for n in names['muon']], lr=learning_rate,
                                 weight_decay=weight_decay, adjust_lr_fn='match_rms_adamw')

@@ -7,17 +7,18 @@ Tokenise a text corpus into binary shards that train.py reads.
     python prepare.py --input=books/ --tokenizer=gpt2 # any UTF-8 text: files, directories, globs
     python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE with no network
 
-Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values: the
-stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it once; offline, point
-TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in .tiktoken.
-Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each run) in the llm.c /
-modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
-uint32, token count; then the tokens), and meta.json, which lists the shards and says how to rebuild the
-tokenizer, and the tokens per byte of each split: train.py reports every loss in bits per byte too, so runs
-at char, byte and BPE level compare on one scale. Rerunning into the same folder is safe: the new shards go beside the old ones under new names,
-and the atomic replacement of meta.json switches the folder from the old dataset to the new in one step
-(the readers use only the shards meta.json lists); only then are the old shards removed. So a failure
-at any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
+Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values:
+the stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it
+once; offline, point TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in
+.tiktoken. Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each
+run) in the llm.c / modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 =
+uint16 tokens or 2 = uint32, token count; then the tokens), and meta.json, which lists the shards
+and says how to rebuild the tokenizer, and the tokens per byte of each split: train.py reports every
+loss in bits per byte too, so runs at char, byte and BPE level compare on one scale. Rerunning into
+the same folder is safe: the new shards go beside the old ones under new names, and the atomic
+replacement of meta.json switches the folder from the old dataset to the new in one step (the
+readers use only the shards meta.json lists); only then are the old shards removed. So a failure at
+any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
 complete new one, at the cost of room for both while the new one is written.
 """
 import dataclasses
@@ -57,8 +58,8 @@ class PrepareConfig:
         self.tokenizer = self.tokenizer or ('byte' if self.dataset == 'stdlib' and not self.input else 'char')
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
         if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny shards: thousands of files, few windows
-            raise ValueError(f"shard_tokens={self.shard_tokens} must be between {MIN_SHARD_TOKENS:,} and "
-                             f"2**31 - 1 (the default is 100,000,000)")
+            raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
+                             f"{MIN_SHARD_TOKENS:,} and 2**31 - 1 (the default is 100,000,000)")
         require(self, 'errors', lambda v: v in ('strict', 'replace'), "must be strict or replace")
         require(self, 'workers', lambda v: v >= 0, "must be >= 0 (0 = one per core)")
 
@@ -102,7 +103,8 @@ def main(argv):
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
-    # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between documents
+    # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between
+    # documents
     sep = [tok.eot_token] if tok.eot_token is not None else tok.encode('\n') if len(docs) > 1 else []
     eot = tok.eot_token is not None
     stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot, errors=cfg.errors,
@@ -122,9 +124,10 @@ def main(argv):
                                'eot_token': tok.eot_token, 'dtype': np.dtype(dtype).name, 'source': source,
                                'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
                                'command': shlex.join(['python', sys.argv[0], *argv])})
-    print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of {source['name']} "
-          f"to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, {meta['tokens_per_byte']['val']:.3f} val "
-          f"tokens per byte, {total / 1e6 / (time.time() - t0):.1f} MB/s")
+    print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
+          f"{source['name']} to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, "
+          f"{meta['tokens_per_byte']['val']:.3f} val tokens per byte, "
+          f"{total / 1e6 / (time.time() - t0):.1f} MB/s")
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ Multi-query associative recall (MQAR): can a token mixer find, by content, a tok
     python probe.py --full                            # Zoology's grid: days on a CPU, hours on a GPU
     python probe.py --replot                          # table and PNG again from the results file
 
-Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no channel
-MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a learning-rate grid
-up to 1e-2, loss on the answers only. Two views of every config of configs/, at a shared small shape
-(2 layers, width d, heads of 32, block_size T):
+Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no
+channel MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a
+learning-rate grid up to 1e-2, loss on the answers only. Two views of every config of configs/, at a
+shared small shape (2 layers, width d, heads of 32, block_size T):
 - mixer (the default, Zoology's): the config's token mixer with its channel MLP removed (ffn='none':
-  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP to
-  remove (the SGU is their mixer): their whole block, in both views. Configs with one mixer share a run.
+  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP
+  to remove (the SGU is their mixer): their whole block, in both views. Configs with one mixer share
+  a run.
 - block: the whole block as the config defines it.
 
 A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct in a sequence):
@@ -21,11 +22,12 @@ A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct 
     k1 v1 k2 v2 ... kN vN  0 0 k2 0 k1 0 0 ... kN 0        inputs: N pairs, then N queries
     -1 -1 ..................  -1 v2 -1 v1 -1 ... vN -1      targets: the paired value at each query
 
-No answer appears after its query, so no shortcut scores above 1/N (a value of the sequence at random).
-Training sequences are fresh every step; the held-out set is fixed. Each cell trains for the steps the
-emergence law gives (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al. arXiv:2511.16893)
-times `budget`, stopping early at stop_acc, at each learning rate in turn until one solves it. Each run
-appends one record to the results file as it ends; a rerun skips finished runs.
+No answer appears after its query, so no shortcut scores above 1/N (a value of the sequence at
+random). Training sequences are fresh every step; the held-out set is fixed. Each cell trains for
+the steps the emergence law gives (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al.
+arXiv:2511.16893) times `budget`, stopping early at stop_acc, at each learning rate in turn until
+one solves it. Each run appends one record to the results file as it ends; a rerun skips finished
+runs.
 """
 import dataclasses
 import hashlib
@@ -114,8 +116,8 @@ def mqar_batch(rng, *, batch, T, n_pairs, vocab):
     """
     N, half = n_pairs, vocab // 2
     if N > half - 1:
-        raise UsageError(f"N={N} pairs need {N} distinct keys but vocab_size={vocab} has {half - 1}; "
-                         f"raise vocab_size to at least {2 * (N + 1)}")
+        raise UsageError(f"N={N} pairs need {N} distinct keys but vocab_size={vocab} has "
+                         f"{half - 1}; raise vocab_size to at least {2 * (N + 1)}")
     if 3 * N > T:
         raise UsageError(f"N={N} pairs and N queries do not fit in T={T} positions (needs 3N <= T)")
     rows = np.arange(batch)[:, None]
@@ -283,7 +285,8 @@ def run_grid(probe, todo):
     so far reached stop_acc. Returns the number of runs made."""
     t_start, n_runs, work_done = time.time(), 0, 0.0
     queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
-    # jobs > 1: worker processes of one thread each; jobs = 1: in this process (no start-up), every thread
+    # jobs > 1: worker processes of one thread each; jobs = 1: in this process (no start-up), every
+    # thread
     pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'))
             if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
     with pool:

@@ -1,7 +1,8 @@
 """
 Results as data: the results files that sweeps and the recall probe append to (one JSON record per
-finished run), the statistics over seeds, markdown tables, plots, and the one order in which every table
-lists the architectures. Every figure in the README is drawn from a results file through these.
+finished run), the statistics over seeds, markdown tables, plots, and the one order in which every
+table lists the architectures. Every figure in the README is drawn from a results file through
+these.
 """
 import glob
 import json
@@ -46,7 +47,8 @@ def config_paths(names):
 # -----------------------------------------------------------------------------
 # the results file
 
-# the fields a record of each kind has: a reader refuses a file of another kind instead of misreading it
+# the fields a record of each kind has: a reader refuses a file of another kind instead of
+# misreading it
 KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer', 'data_dir', 'val_loss'),
          'probe': ('config', 'width', 'T', 'N', 'lr', 'acc', 'steps_run')}
 
@@ -75,8 +77,8 @@ def read_results(path, kind='sweep'):
             records.append(r)
         elif line.strip() and (n < len(lines) or line.endswith(b'\n')):
             what = f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r else f"it lacks {missing[0]!r}"
-            raise UsageError(f"{path} line {n} is not a {kind} results record ({what}); pass the results file "
-                             f"{kind}.py wrote with --results")
+            raise UsageError(f"{path} line {n} is not a {kind} results record ({what}); pass the "
+                             f"results file {kind}.py wrote with --results")
     return records
 
 
@@ -145,7 +147,8 @@ def compute_multiplier(reference, flops, loss):
     """
     Primer's compute multiplier: the training FLOPs the reference (gpt) needs to reach `loss`, over
     `flops`, interpolated linearly in log-FLOPs on the reference's (FLOPs, loss) points. Returns
-    (multiplier, None), or (None, why) when `loss` lies outside the reference's range: no extrapolation.
+    (multiplier, None), or (None, why) when `loss` lies outside the reference's range: no
+    extrapolation.
     """
     pts = sorted(reference)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):

@@ -1,8 +1,9 @@
 """
-How a training run executes: its settings (`TrainConfig`, with the learning-rate schedule), the device
-and precision, the processes (`Distributed`: one, or those torchrun started), Ctrl-C and SIGTERM
-(`StopSignals`), the clock and the budgets (`Progress`), and the watch for a loss that is not finite.
-train.py reads as a loop over these; sample.py, bench.py and probe.py share the device helpers.
+How a training run executes: its settings (`TrainConfig`, with the learning-rate schedule), the
+device and precision, the processes (`Distributed`: one, or those torchrun started), Ctrl-C and
+SIGTERM (`StopSignals`), the clock and the budgets (`Progress`), and the watch for a loss that is
+not finite. train.py reads as a loop over these; sample.py, bench.py and probe.py share the device
+helpers.
 """
 import dataclasses
 import datetime
@@ -208,9 +209,9 @@ def sync_device(device_type):
 
 class Distributed:
     """
-    One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every collective
-    the loop needs, written so that with one process each is a no-op. The master (rank 0) prints, logs
-    and writes checkpoints.
+    One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
+    collective the loop needs, written so that with one process each is a no-op. The master (rank 0)
+    prints, logs and writes checkpoints.
     """
 
     def __init__(self):
@@ -231,9 +232,12 @@ class Distributed:
         if not self.ddp:
             yield self
             return
-        # Imported first, before the group exists: this module binds `group=group.WORLD` as default arguments
-        # when first imported, and DDP imports it (through torch._dynamo). Imported later, it would keep the
-        # group alive past destroy_process_group, its gloo threads would die with the interpreter, and that
+        # Imported first, before the group exists: this module binds `group=group.WORLD` as default
+        # arguments
+        # when first imported, and DDP imports it (through torch._dynamo). Imported later, it would
+        # keep the
+        # group alive past destroy_process_group, its gloo threads would die with the interpreter,
+        # and that
         # aborts a finished rank now and then ("terminate called without an active exception").
         import torch.distributed.nn.functional as _  # noqa: F401
         cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
@@ -253,7 +257,8 @@ class Distributed:
                   f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its output); "
                   f"{kept}; {str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
             sys.stdout.flush()
-            # exit now: the group is broken, and tearing it down (or the interpreter's exit, which joins its
+            # exit now: the group is broken, and tearing it down (or the interpreter's exit, which
+            # joins its
             # threads) can wait forever on an operation a lost peer never answers
             os._exit(2)
         finally:
@@ -294,9 +299,9 @@ class StopSignals:
     """
     SIGINT / SIGTERM while training: the first is acknowledged at once and noted (the loop finishes
     its step, or cuts an evaluation short, then saves and exits); a second acts as it usually does
-    (Ctrl-C: KeyboardInterrupt, exit code 130). Only the main thread can take signals.
-    While `cut_short` is set (a single-process evaluation, which changes nothing) the first signal
-    also raises CutShort at once, even inside one long batch (an 85M model's takes a minute on a CPU).
+    (Ctrl-C: KeyboardInterrupt, exit code 130). Only the main thread can take signals. While
+    `cut_short` is set (a single-process evaluation, which changes nothing) the first signal also
+    raises CutShort at once, even inside one long batch (an 85M model's takes a minute on a CPU).
     """
 
     class CutShort(Exception):
@@ -319,8 +324,8 @@ class StopSignals:
         self.restore()
         if self.announce:
             again = 'Ctrl-C again' if signum == signal.SIGINT else 'a second signal'
-            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint; "
-                  f"{again} to abort", file=sys.stderr, flush=True)
+            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a "
+                  f"checkpoint; {again} to abort", file=sys.stderr, flush=True)
         if self.cut_short:
             self.cut_short = False
             raise self.CutShort
@@ -352,10 +357,11 @@ def duration(seconds):
 
 class Progress:
     """
-    The run's clock and budgets: which budget ends the run first, whether it has (`stop_reason`), whether
-    an evaluation is due, and the progress line with its ETA. Iterations, tokens and FLOPs grow together,
-    so each of those budgets is an iteration to reach; max_seconds counts train_s, the clock's seconds
-    less the pauses (evaluations, checkpoints). The ETA adds the evaluations still to come.
+    The run's clock and budgets: which budget ends the run first, whether it has (`stop_reason`),
+    whether an evaluation is due, and the progress line with its ETA. Iterations, tokens and FLOPs
+    grow together, so each of those budgets is an iteration to reach; max_seconds counts train_s,
+    the clock's seconds less the pauses (evaluations, checkpoints). The ETA adds the evaluations
+    still to come.
     """
 
     def __init__(self, cfg, *, iter_num, tokens_seen, tokens_per_iter, flops_per_token, train_s=0.0, elapsed_s=0.0):
@@ -442,8 +448,9 @@ class Progress:
             return None
         iters, budget = self.left(iter_num, train_s, s_per_iter)
         return (f"note: this run would take about {duration(total)} on the {device_type.upper()} "
-                f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals included); "
-                f"for a first run try `python train.py configs/quick.py`, or lower max_iters, or use a GPU")
+                f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals "
+                "included); for a first run try `python train.py configs/quick.py`, or lower "
+                "max_iters, or use a GPU")
 
 
 # -----------------------------------------------------------------------------
@@ -455,9 +462,9 @@ class NonFiniteLoss(UsageError):
 
 class NonFiniteWatch:
     """
-    Notes the first iteration whose loss is nan or inf without waiting for the GPU (one tensor op per
-    step); check() reads it, agreed over the processes, at steps that sync anyway (log, eval, save), and
-    stops the run with one line naming the iteration and what to try.
+    Notes the first iteration whose loss is nan or inf without waiting for the GPU (one tensor op
+    per step); check() reads it, agreed over the processes, at steps that sync anyway (log, eval,
+    save), and stops the run with one line naming the iteration and what to try.
     """
 
     def __init__(self, cfg, device, dist):

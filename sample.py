@@ -1,5 +1,6 @@
 """
-Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt alone.
+Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt
+alone.
 
     python sample.py                                          # the newest run here (out*/ckpt.pt), streamed
     python sample.py --out_dir=out-quick                      # that run's checkpoint, out-quick/ckpt.pt
@@ -9,9 +10,10 @@ Sample text from a checkpoint train.py wrote: the model and its tokenizer are re
 
 The checkpoint carries the model's GPTConfig ('model_args'; fields an older checkpoint lacks take
 today's defaults) and the data's meta.json ('meta'), so sampling needs neither the config file nor
-the data directory. Every block type decodes incrementally (model.py's DecodeCache); --use_cache=False
-re-runs the whole window for each token, to compare. The text goes to stdout, everything else
-(the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt` keeps only text.
+the data directory. Every block type decodes incrementally (model.py's DecodeCache);
+--use_cache=False re-runs the whole window for each token, to compare. The text goes to stdout,
+everything else (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt`
+keeps only text.
 """
 import dataclasses
 import glob
@@ -79,8 +81,8 @@ def parse_args(argv):
     flags = [a for a in argv if a.startswith('-')]
     for key in (a[2:].partition('=')[0] for a in flags):
         if key not in mine and key in {f.name for f in dataclasses.fields(TrainConfig)}:
-            raise UsageError(f"--{key} is a train.py key; sample.py rebuilds the model from the checkpoint "
-                             f"(sample.py --help lists its keys)")
+            raise UsageError(f"--{key} is a train.py key; sample.py rebuilds the model from the "
+                             "checkpoint (sample.py --help lists its keys)")
     parse_config(SampleConfig, flags, usage=USAGE)  # flags: strictly sample.py's keys
     train_only = [(f.name, f.type, dataclasses.field(default=f.default))
                   for f in dataclasses.fields(TrainConfig) if f.name not in mine]
@@ -96,8 +98,9 @@ def checkpoint_path(out_dir):
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
-        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && python train.py "
-                         "configs/quick.py: about two minutes on a CPU) or pass --out_dir=the/run")
+        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
+                         "python train.py configs/quick.py: about two minutes on a CPU) or pass "
+                         "--out_dir=the/run")
     names = ', '.join(os.path.dirname(p) for p in runs)
     others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
     print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}", file=sys.stderr)
@@ -112,16 +115,19 @@ def tokenizer_for(ckpt, vocab_size):
         meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
     if meta is None:
         if vocab_size < 50257:
-            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its data_dir "
-                             "has no meta.json; rerun prepare.py into the data_dir it was trained on")
-        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size 50304
+            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
+                             "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
+                             "trained on")
+        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
+        # 50304
         print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c shards)",
               file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
     tok = load_tokenizer(meta)
     if tok.vocab_size > vocab_size:
-        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the model's "
-                         f"vocab_size={vocab_size}: the checkpoint's meta does not match its model")
+        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
+                         f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
+                         "its model")
     return tok
 
 
@@ -139,7 +145,8 @@ def read_start(start, tok):
             return start, tok.encode(start)
         except UsageError as e:  # e.g. a character the char-level vocabulary lacks
             raise UsageError(f"--start: {e}") from None
-    # nothing to continue: begin a new document as training saw them, after <|endoftext|> or a newline
+    # nothing to continue: begin a new document as training saw them, after <|endoftext|> or a
+    # newline
     if tok.eot_token is not None:
         return '', [tok.eot_token]
     try:
@@ -174,7 +181,8 @@ def main(argv):
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
 
-    # the model and tokenizer, from the checkpoint alone; loaded on the CPU so optimizer state stays off the GPU
+    # the model and tokenizer, from the checkpoint alone; loaded on the CPU so optimizer state stays
+    # off the GPU
     ckpt_path = checkpoint_path(cfg.out_dir)
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     model = model_from_checkpoint(ckpt)

@@ -1,7 +1,7 @@
 """
 Compare architectures by what they learn: train every config through train.py over seeds x a
-learning-rate grid at one budget (or at several sizes), one record per finished run in a results file,
-then tables and plots from that file alone.
+learning-rate grid at one budget (or at several sizes), one record per finished run in a results
+file, then tables and plots from that file alone.
 
     python sweep.py --seeds=3 --learning_rate=5e-4,1e-3,2e-3 --jobs=2        # every config: seeds x lr grid
     python sweep.py --seeds=3 --learning_rate=tuned --max_flops=8e12          # ... at equal training FLOPs, tuned lr
@@ -11,12 +11,13 @@ then tables and plots from that file alone.
     python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
     python sweep.py --quick                                        # the same machinery in about a minute
 
-Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py key
-given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each finished
-run appends one record to the results file (config, seed, lr, budget, val loss, train seconds, tokens,
-FLOPs, params, the eval curve); re-running skips finished runs, so an interrupted sweep resumes. Budgets
-(max_iters / max_tokens / max_flops) become an iteration count per config and the cosine schedule ends
-there; max_seconds stops by the clock. Results go to out-sweep/ unless --results names a file.
+Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py
+key given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each
+finished run appends one record to the results file (config, seed, lr, budget, val loss, train
+seconds, tokens, FLOPs, params, the eval curve); re-running skips finished runs, so an interrupted
+sweep resumes. Budgets (max_iters / max_tokens / max_flops) become an iteration count per config and
+the cosine schedule ends there; max_seconds stops by the clock. Results go to out-sweep/ unless
+--results names a file.
 """
 import collections
 import dataclasses
@@ -142,8 +143,9 @@ def learning_rates(sweep, records, key):
     if sweep.learning_rate == ['tuned']:
         best = tuned_lrs([r for r in records if r['data_dir'] == key['data_dir']], key['size']).get(key['config'])
         if best is None:
-            raise UsageError(f"--learning_rate=tuned: the results file has no finished runs of {key['config']} on "
-                             f"{key['data_dir']} to tune from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
+            raise UsageError("--learning_rate=tuned: the results file has no finished runs of "
+                             f"{key['config']} on {key['data_dir']} to tune from; run an lr grid "
+                             "first (--learning_rate=5e-4,1e-3,2e-3)")
         return [best]
     return numbers('learning_rate', sweep.learning_rate, float) if sweep.learning_rate else [0.0]  # 0: the config's
 
@@ -195,8 +197,8 @@ def read_config(run_dir):
         with open(path, encoding='utf-8') as f:
             config = json.load(f)
     except (OSError, ValueError) as e:
-        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished train.py "
-                         f"out_dir?") from None
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished "
+                         "train.py out_dir?") from None
     if not isinstance(config, dict):
         raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
     return config

@@ -4,8 +4,8 @@ that sample.py rebuilds exactly the tokenizer a model was trained with.
 
 Each has encode(str) -> list[int], decode(ids) -> str, vocab_size, eot_token, name, meta() (what
 meta.json needs to rebuild it) and encode_array(str) -> np.ndarray (the fast path prepare.py uses).
-char: the sorted set of the corpus's characters; byte: the 256 UTF-8 byte values; tiktoken: a byte-level
-BPE by name (gpt2; downloaded once) or from a local ranks file (no network).
+char: the sorted set of the corpus's characters; byte: the 256 UTF-8 byte values; tiktoken: a
+byte-level BPE by name (gpt2; downloaded once) or from a local ranks file (no network).
 """
 import base64
 import hashlib
@@ -91,7 +91,8 @@ class TiktokenTokenizer:
         self.eot_token = enc.encode_single_token(EOT) if EOT in enc.special_tokens_set else None
 
     def encode_array(self, text):
-        # the corpus's text is ordinary text: a literal "<|endoftext|>" in it is not the special token
+        # the corpus's text is ordinary text: a literal "<|endoftext|>" in it is not the special
+        # token
         return self.enc.encode_to_numpy(text, disallowed_special=())
 
     def encode(self, text):
@@ -151,8 +152,9 @@ def tiktoken_by_name(name):
     try:
         enc = tiktoken.get_encoding(name)
     except Exception as e:  # offline: requests' ConnectionError, or anything else from the download
-        raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, pass --tokenizer="
-                         f"path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy of its cache") from None
+        raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, pass "
+                         f"--tokenizer=path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy "
+                         "of its cache") from None
     return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
 
 
