@@ -1,11 +1,11 @@
 """
 Tokenise a text corpus into binary shards that train.py reads.
 
-    python prepare.py                                 # Python's reference manual, char-level: data/pydoc_char
-    python prepare.py --dataset=stdlib                # Python's standard library, 31 MB, bytes: data/stdlib_byte
-    python prepare.py --dataset=shakespeare           # Tiny Shakespeare, downloaded once
-    python prepare.py --input=books/ --tokenizer=gpt2 # any UTF-8 text: files, directories, globs
-    python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE with no network
+    python prepare.py                        # Python's reference manual, char-level: data/pydoc_char
+    python prepare.py --dataset=stdlib       # Python's standard library, 31 MB, bytes: data/stdlib_byte
+    python prepare.py --dataset=shakespeare  # Tiny Shakespeare, downloaded once
+    python prepare.py --input=books/ --tokenizer=gpt2  # any UTF-8 text: files, directories, globs
+    python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE, no network
 
 Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values:
 the stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it
@@ -31,20 +31,21 @@ import time
 import numpy as np
 
 from configurator import UsageError, parse_config, require, run_main
-from corpus import (file_corpus, hashed_split, ordered_map, pieces, plan_split, pydoc_corpus, shakespeare_corpus,
-                    split_parts, stdlib_corpus, texts)
+from corpus import (file_corpus, hashed_split, ordered_map, pieces, plan_split, pydoc_corpus,
+                    shakespeare_corpus, split_parts, stdlib_corpus, texts)
 from data import DatasetWriter
-from tokenizer import ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name, tiktoken_from_file
+from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name,
+                       tiktoken_from_file)
 
-MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each too short for many windows
+MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
 DATASETS = ('pydoc', 'stdlib', 'shakespeare')
 
 
 @dataclasses.dataclass
 class PrepareConfig:
-    dataset: str = 'pydoc'       # 'pydoc' | 'stdlib' (both inside Python: offline) | 'shakespeare' (downloaded once)
+    dataset: str = 'pydoc'       # pydoc | stdlib (both inside Python: offline) | shakespeare (downloaded)
     input: list = dataclasses.field(default_factory=list)  # files, directories, globs; replaces dataset
-    tokenizer: str = ''          # char | byte | a tiktoken name (gpt2) | path/to/ranks.tiktoken; '' = byte for stdlib, else char
+    tokenizer: str = ''          # char | byte | tiktoken name (gpt2) | path.tiktoken; '' = stdlib byte, else char
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
     val_fraction: float = 0.1    # the last 10% of the corpus is the val split
     shard_tokens: int = 100_000_000  # tokens per shard file at most (at least 65,536)
@@ -54,10 +55,12 @@ class PrepareConfig:
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or pass --input=PATH")
-        self.tokenizer = self.tokenizer or ('byte' if self.dataset == 'stdlib' and not self.input else 'char')
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or pass "
+                             "--input=PATH")
+        stdlib = self.dataset == 'stdlib' and not self.input
+        self.tokenizer = self.tokenizer or ('byte' if stdlib else 'char')
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
-        if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny shards: thousands of files, few windows
+        if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny: thousands of files, few windows
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
                              f"{MIN_SHARD_TOKENS:,} and 2**31 - 1 (the default is 100,000,000)")
         require(self, 'errors', lambda v: v in ('strict', 'replace'), "must be strict or replace")
@@ -66,7 +69,7 @@ class PrepareConfig:
 
 def make_tokenizer(cfg, parts, several_docs):
     spec = cfg.tokenizer
-    if spec == 'char':  # a pass over the corpus finds the vocabulary, and checks its UTF-8 before writing
+    if spec == 'char':  # a pass over the corpus finds the vocabulary, and checks its UTF-8
         chars = {'\n'} if several_docs else set()  # '\n' separates documents
         for _, doc, start, end in parts:
             for text, _ in texts(doc, start, end, cfg.errors, bpe=False):
@@ -91,8 +94,10 @@ def main(argv):
     t0 = time.time()
     if cfg.input and cfg.dataset != 'pydoc':
         raise UsageError("pass either --dataset or --input, not both")
-    docs, source = (file_corpus(cfg.input) if cfg.input else stdlib_corpus() if cfg.dataset == 'stdlib' else
-                    shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else pydoc_corpus())
+    docs, source = (file_corpus(cfg.input) if cfg.input else
+                    stdlib_corpus() if cfg.dataset == 'stdlib' else
+                    shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else
+                    pydoc_corpus())
     total = sum(d.size for d in docs)
     if not total:
         raise UsageError(f"the corpus is empty ({', '.join(cfg.input) or cfg.dataset} has no text)")
@@ -105,23 +110,25 @@ def main(argv):
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
     # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between
     # documents
-    sep = [tok.eot_token] if tok.eot_token is not None else tok.encode('\n') if len(docs) > 1 else []
     eot = tok.eot_token is not None
-    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot, errors=cfg.errors,
-                    bpe=isinstance(tok, TiktokenTokenizer))
+    sep = [tok.eot_token] if eot else tok.encode('\n') if len(docs) > 1 else []
+    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot,
+                    errors=cfg.errors, bpe=isinstance(tok, TiktokenTokenizer))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
     ntok, read, last = 0, 0, time.time()
     with DatasetWriter(out_dir, dtype=dtype, shard_tokens=cfg.shard_tokens) as dataset:
-        for split, ids, nbytes in ordered_map(functools.partial(encode, tok), stream, cfg.workers or cores):
+        encoded = ordered_map(functools.partial(encode, tok), stream, cfg.workers or cores)
+        for split, ids, nbytes in encoded:
             dataset.add(split, ids, nbytes)
             ntok, read, now = ntok + len(ids), read + nbytes, time.time()
             if now - last > 2:  # progress, for runs long enough to want it
                 last, dt = now, now - t0
-                print(f"prepare: {read / 1e6:.0f}/{total / 1e6:.0f} MB, {read / 1e6 / dt:.1f} MB/s, "
-                      f"{ntok / 1e6 / dt:.2f}M tokens/s", file=sys.stderr, flush=True)
-        meta = dataset.commit({'format_version': 1, 'tokenizer': tok.meta(), 'vocab_size': tok.vocab_size,
-                               'eot_token': tok.eot_token, 'dtype': np.dtype(dtype).name, 'source': source,
+                print(f"prepare: {read / 1e6:.0f}/{total / 1e6:.0f} MB, {read / 1e6 / dt:.1f} "
+                      f"MB/s, {ntok / 1e6 / dt:.2f}M tokens/s", file=sys.stderr, flush=True)
+        meta = dataset.commit({'format_version': 1, 'tokenizer': tok.meta(),
+                               'vocab_size': tok.vocab_size, 'eot_token': tok.eot_token,
+                               'dtype': np.dtype(dtype).name, 'source': source,
                                'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
                                'command': shlex.join(['python', sys.argv[0], *argv])})
     print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "

@@ -2,8 +2,8 @@
 Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt
 alone.
 
-    python sample.py                                          # the newest run here (out*/ckpt.pt), streamed
-    python sample.py --out_dir=out-quick                      # that run's checkpoint, out-quick/ckpt.pt
+    python sample.py                                          # the newest run here (out*/ckpt.pt)
+    python sample.py --out_dir=out-quick                      # that run: out-quick/ckpt.pt
     python sample.py --out_dir=out-gmlp --start="ROMEO:" --num_samples=3 --max_new_tokens=500
     python sample.py configs/gmlp.py --start=FILE:prompt.txt  # a train.py config file names out_dir
     python sample.py --out_dir=out-quick --temperature=0      # greedy: always the likeliest token
@@ -28,7 +28,8 @@ import torch
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import UsageError, help_text, parse_config, run_main
 from data import read_meta
-from runtime import DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device, resolve_dtype
+from runtime import (DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device,
+                     resolve_dtype)
 from tokenizer import load_tokenizer
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
@@ -37,19 +38,19 @@ USAGE = "python sample.py [config.py] [--key=value ...]"
 
 @dataclass
 class SampleConfig:
-    out_dir: str = ''             # the run to sample from: out_dir/ckpt.pt; '' = the newest out*/ckpt.pt here
-    start: str = ''               # the prompt, or FILE:path to read it; '' = the end-of-text token, else a newline
-    num_samples: int = 1          # 1 is streamed token by token; more are drawn as one batch, printed at the end
+    out_dir: str = ''             # the run: out_dir/ckpt.pt; '' = the newest out*/ckpt.pt here
+    start: str = ''               # the prompt, or FILE:path; '' = the end-of-text token, else a newline
+    num_samples: int = 1          # 1 is streamed token by token; more: one batch, printed at the end
     max_new_tokens: int = 500     # tokens generated per sample
     temperature: float = 0.8      # < 1 sharper, > 1 flatter; 0 = greedy (argmax)
     top_k: int = 200              # keep only the k likeliest tokens; 0 = all of them
-    top_p: float = 1.0            # nucleus sampling: the fewest tokens holding this much probability; 1 = all
+    top_p: float = 1.0            # nucleus: the fewest tokens holding this much probability; 1 = all
     seed: int = 1337              # the same seed (and device) gives the same text
-    use_cache: bool = True        # incremental decoding; False recomputes the whole window for each token
+    use_cache: bool = True        # incremental decoding; False recomputes the window for each token
     device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
-    dtype: str = 'auto'           # 'auto' (bfloat16 or float16 on cuda, else float32), float32, bfloat16, float16
-    compile: bool = False         # compile a fixed-shape decoding step (CUDA graphs on a GPU; a C++ compiler on CPU)
-    threads: int = 0              # CPU threads for decoding; 0 = OMP_NUM_THREADS if set, else the fastest, measured
+    dtype: str = 'auto'           # 'auto' (bfloat16/float16 on cuda, else float32) or one of DTYPES
+    compile: bool = False         # compile a fixed-shape decoding step (CUDA graphs on a GPU)
+    threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else the fastest, measured
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -59,8 +60,9 @@ class SampleConfig:
         for name in ('max_new_tokens', 'temperature', 'top_k'):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        if not math.isfinite(self.temperature):  # nan passes `< 0`; either one gives garbage, not an error
-            raise ValueError(f"temperature must be a finite number (0 = greedy), got {self.temperature}")
+        if not math.isfinite(self.temperature):  # nan passes `< 0`: garbage, not an error
+            raise ValueError(f"temperature must be a finite number (0 = greedy), got "
+                             f"{self.temperature}")
         if self.threads < 0:
             raise ValueError(f"threads must not be negative, got {self.threads} (0 = measured)")
         if not 0 <= self.seed < 2**63:  # torch's generators take 64 bits
@@ -86,14 +88,14 @@ def parse_args(argv):
     parse_config(SampleConfig, flags, usage=USAGE)  # flags: strictly sample.py's keys
     train_only = [(f.name, f.type, dataclasses.field(default=f.default))
                   for f in dataclasses.fields(TrainConfig) if f.name not in mine]
-    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)), argv,
-                        usage=USAGE)
+    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)),
+                        argv, usage=USAGE)
     return SampleConfig(**{name: getattr(both, name) for name in mine})
 
 
 def checkpoint_path(out_dir):
-    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just trained:
-    out/ of a bare train.py, out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
+    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just
+    trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
     if out_dir:
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
@@ -103,12 +105,13 @@ def checkpoint_path(out_dir):
                          "--out_dir=the/run")
     names = ', '.join(os.path.dirname(p) for p in runs)
     others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
-    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}", file=sys.stderr)
+    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}",
+          file=sys.stderr)
     return runs[0]
 
 
 def tokenizer_for(ckpt, vocab_size):
-    """The tokenizer of the data the checkpoint was trained on: its 'meta', else its data_dir's meta.json."""
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's."""
     meta = ckpt.get('meta')
     if meta is None:  # an older checkpoint: the data directory it names, if it is still there
         data_dir = (ckpt.get('config') or {}).get('data_dir')
@@ -120,8 +123,8 @@ def tokenizer_for(ckpt, vocab_size):
                              "trained on")
         # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
         # 50304
-        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c shards)",
-              file=sys.stderr)
+        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
+              "shards)", file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
     tok = load_tokenizer(meta)
     if tok.vocab_size > vocab_size:
@@ -139,7 +142,8 @@ def read_start(start, tok):
             with open(path, encoding='utf-8') as f:
                 start = f.read()
         except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--start=FILE:{path}: cannot read it ({type(e).__name__}: {e})") from None
+            raise UsageError(f"--start=FILE:{path}: cannot read it ({type(e).__name__}: {e})") \
+                from None
     if start:
         try:
             return start, tok.encode(start)
@@ -190,26 +194,29 @@ def main(argv):
     tok = tokenizer_for(ckpt, mc.vocab_size)
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
     text, ids = read_start(cfg.start, tok)
-    print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter {ckpt.get('iter_num', '?')}, "
+    print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter "
+          f"{ckpt.get('iter_num', '?')}, "
           f"tokenizer {tok.name}; sampling on {device} in {dtype}", file=sys.stderr)
     del ckpt
     model.eval().to(device)
     step = None
-    if cfg.compile:  # a one-token step of fixed shapes, captured once (CUDA graphs) and replayed every token
-        step = torch.compile(model, mode='reduce-overhead' if device_type == 'cuda' else 'default', dynamic=False)
+    if cfg.compile:  # a one-token step of fixed shapes, captured once (CUDA graphs), then replayed
+        mode = 'reduce-overhead' if device_type == 'cuda' else 'default'
+        step = torch.compile(model, mode=mode, dynamic=False)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)
         ids = ids[-mc.block_size:]
     x = torch.tensor([ids] * cfg.num_samples, dtype=torch.long, device=device)  # (num_samples, T)
-    threads_before = torch.get_num_threads()  # (given back at the end: a caller in this process keeps its own)
+    threads_before = torch.get_num_threads()  # (given back at the end, to a caller in this process)
     threads, why = decode_threads(model, x[:1, -1:], given=cfg.threads, device_type=device_type)
     if threads:
         print(f"threads: {threads} ({why}; --threads=N chooses)", file=sys.stderr)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     tokens = model.stream(x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
-                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator, fixed=cfg.compile, step=step)
+                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator,
+                          fixed=cfg.compile, step=step)
     out = sys.stdout
     t0 = time.time()
     with autocast_context(device_type, dtype):
@@ -220,7 +227,8 @@ def main(argv):
                 out.flush()
             out.write('\n')
         else:  # one batch for all samples, printed when done
-            new = torch.cat(list(tokens), dim=1).tolist() if cfg.max_new_tokens else [[]] * cfg.num_samples
+            new = torch.cat(list(tokens), dim=1).tolist() if cfg.max_new_tokens else \
+                [[]] * cfg.num_samples
             for k, row in enumerate(new):
                 if k:
                     out.write(SEPARATOR + '\n')
@@ -229,7 +237,8 @@ def main(argv):
     dt = time.time() - t0
     n = cfg.num_samples * cfg.max_new_tokens
     print(f"{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):,.1f} tokens/s "
-          f"({'cached' if cfg.use_cache else 'uncached'} decoding, batch {cfg.num_samples})", file=sys.stderr)
+          f"({'cached' if cfg.use_cache else 'uncached'} decoding, batch {cfg.num_samples})",
+          file=sys.stderr)
     torch.set_num_threads(threads_before)
 
 
