@@ -2,9 +2,9 @@
 Speed and memory per architecture, side by side: a training step, and decoding with and without the
 model's cache.
 
-    python bench.py                                  # every config in configs/, each at its own shape
+    python bench.py                                  # every config in configs/, at its own shape
     python bench.py configs/gpt.py configs/gmlp.py --device=cuda --dtype=bfloat16 --compile
-    python bench.py --n_layer=12 --n_head=12 --n_embd=768 --block_size=1024 --vocab_size=50304   # any train.py key
+    python bench.py --n_layer=12 --n_head=12 --n_embd=768 --block_size=1024  # any train.py key
 
 Each config's model is built at the config's own shape, with any train.py key given here on top
 (--n_layer, --batch_size, --device, --dtype, --compile, ...). A training step (forward + backward +
@@ -30,29 +30,30 @@ import torch
 from configurator import parse_config, require, run_main, split_flags
 from model import GPT, GPTConfig
 from results import config_paths, markdown_table
-from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device, resolve_dtype,
-                     sync_device)
+from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device,
+                     resolve_dtype, sync_device)
 
 UNSTABLE = 0.25  # (max - min) / median of the timings above which a row is marked UNSTABLE
 
 
 @dataclass
 class BenchConfig:
-    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: every architecture config
+    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: all
     iters: int = 10             # training steps per timing
     repeats: int = 5            # timings; the median is reported with min..max
     warmup: int = 5             # untimed steps first
-    decode_tokens: int = 256    # new tokens per decoding timing (from a 1-token prompt); 0 = no decoding
+    decode_tokens: int = 256    # new tokens per decoding timing (1-token prompt); 0 = no decoding
     decode_block_size: int = 0  # decoding's block_size; 0 = the config's
     json: bool = False          # print JSON instead of a markdown table
 
     def __post_init__(self):
         require(self, 'iters repeats', lambda v: v >= 1, "must be at least 1")
-        require(self, 'warmup decode_tokens decode_block_size', lambda v: v >= 0, "must not be negative")
+        require(self, 'warmup decode_tokens decode_block_size', lambda v: v >= 0,
+                "must not be negative")
 
 
 def rss_bytes(key='VmHWM'):
-    """Peak (VmHWM) or current (VmRSS) resident set of this process; ru_maxrss where /proc is missing."""
+    """Peak (VmHWM) or current (VmRSS) resident set of this process; ru_maxrss without /proc."""
     try:
         with open('/proc/self/status') as f:
             for line in f:
@@ -80,14 +81,15 @@ def speed_row(path, bench, overrides):
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
-    mcfg = GPTConfig(**{**cfg.model_args(), 'vocab_size': cfg.vocab_size or 256})  # 0 (the data's): bytes
+    mcfg = GPTConfig(**{**cfg.model_args(), 'vocab_size': cfg.vocab_size or 256})  # 0: bytes
     torch.manual_seed(0)
     if device_type == 'cuda':
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     base = 0 if device_type == 'cuda' else rss_bytes('VmRSS')  # torch itself is not the model's
     model = GPT(mcfg).to(device)
-    opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2), device_type, cfg.optimizer)
+    opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2), device_type,
+                                     cfg.optimizer)
     ctx = autocast_context(device_type, dtype)
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == 'float16')
     step_model = torch.compile(model) if cfg.compile else model
@@ -106,19 +108,22 @@ def speed_row(path, bench, overrides):
         sync_device(device_type)
         times.append((time.perf_counter() - t0) / bench.iters)
     dt = sorted(times)[len(times) // 2]
-    spread = (max(times) - min(times)) / dt  # a wide spread: the machine was busy, the median is suspect
+    spread = (max(times) - min(times)) / dt  # wide: the machine was busy, the median is suspect
     tokens_per_s = cfg.batch_size * T / dt
-    peak_mem = torch.cuda.max_memory_allocated() if device_type == 'cuda' else rss_bytes('VmHWM') - base
+    peak_mem = (torch.cuda.max_memory_allocated() if device_type == 'cuda' else
+                rss_bytes('VmHWM') - base)
     peak = peak_flops(device, cfg.peak_flops)
     row = dict(config=os.path.basename(path)[:-3], params=model.get_num_params(),
                ms_per_iter=dt * 1000, ms_min=min(times) * 1000, ms_max=max(times) * 1000,
-               ms_range=f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}" + (' UNSTABLE' if spread > UNSTABLE else ''),
-               tokens_per_s=tokens_per_s, flops_per_token=model.flops_per_token(), peak_mem_mb=peak_mem / 2 ** 20,
+               ms_range=f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}"
+                        + (' UNSTABLE' if spread > UNSTABLE else ''),
+               tokens_per_s=tokens_per_s, flops_per_token=model.flops_per_token(),
+               peak_mem_mb=peak_mem / 2 ** 20,
                mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None,
                setup=f"device={device} dtype={dtype} compile={cfg.compile} "
                      f"torch={torch.__version__} threads={torch.get_num_threads()}")
     # decoding: one prompt token, decode_tokens new ones, greedy; with and without the cache
-    if bench.decode_tokens:  # from one prompt token, greedy, batch 1: with and without the cache, and captured
+    if bench.decode_tokens:  # 1 prompt token, greedy, batch 1: cached, uncached, captured
         if bench.decode_block_size:
             model = GPT(dataclasses.replace(mcfg, block_size=bench.decode_block_size)).to(device)
         model.eval()
@@ -126,7 +131,8 @@ def speed_row(path, bench, overrides):
         row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
         ways = {'cached': {}, 'uncached': dict(use_cache=False)}
         if device_type == 'cuda':  # a fixed-shape step, compiled with CUDA graphs (sample.py --compile)
-            ways['captured'] = dict(fixed=True, step=torch.compile(model, mode='reduce-overhead', dynamic=False))
+            step = torch.compile(model, mode='reduce-overhead', dynamic=False)
+            ways['captured'] = dict(fixed=True, step=step)
         for way, kw in ways.items():
             with ctx:
                 for n in (8, bench.decode_tokens):  # a warm-up (and the capture), then the timing
@@ -143,17 +149,20 @@ SPEED_COLUMNS = [
     ('ms_range', 'min–max', '{}'),
     ('tokens_per_s', 'train tok/s', '{:,.0f}'), ('flops_per_token', 'FLOPs/token', '{:,.0f}'),
     ('mfu', 'MFU', '{:.1%}'), ('peak_mem_mb', 'peak MiB', '{:,.0f}'),
-    ('decode_threads', 'decode threads', '{}'), ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
-    ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'), ('decode_tok_s_captured', 'captured', '{:,.0f}'),
+    ('decode_threads', 'decode threads', '{}'),
+    ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
+    ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'),
+    ('decode_tok_s_captured', 'captured', '{:,.0f}'),
 ]
 
 
 def main(argv):
     own, overrides = split_flags(argv, BenchConfig, TrainConfig)
-    bench = parse_config(BenchConfig, [a for a in own if a.startswith('--')], config_files=False, doc=__doc__,
-                         usage="python bench.py [config.py ... | --configs=NAME,...] [--key=value ...]")
+    bench = parse_config(BenchConfig, [a for a in own if a.startswith('--')], config_files=False,
+                         doc=__doc__, usage="python bench.py [config.py ... | --configs=NAME,...] "
+                                            "[--key=value ...]")
     paths = config_paths(bench.configs + [a for a in own if not a.startswith('--')])
-    for path in paths:  # every key is valid for every config (and the device is there) before anything runs
+    for path in paths:  # every key valid for every config (the device there) before anything runs
         resolve_device(parse_config(TrainConfig, [path, *overrides]).device)
     rows = []
     # each config in a fresh process: peak memory is then its own, not what earlier configs left
