@@ -14,7 +14,7 @@ import threading
 from configurator import UsageError, atomic_write, write_error
 
 # gpt first (the baseline), then the transformer variants, then the gMLP family
-ARCH_ORDER = ('gpt', 'llama', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
+ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
 
 
 def arch_key(name):

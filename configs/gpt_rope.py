@@ -1,0 +1,13 @@
+# GPT-2 block with rotary positions instead of its learned table: an ablation, not a paper's model.
+# llama differs from gpt in three things (RMSNorm, rotary positions, SwiGLU); this config changes
+# only the positions, so §8 can say how much of llama's lead is its positions.
+# parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   the MLP widened to give back the wpe table's 33k parameters (match_params='gpt')
+#   python prepare.py --dataset=stdlib && python train.py configs/gpt_rope.py
+
+from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
+
+out_dir = 'out-gpt_rope'
+
+pos_emb = 'rope'  # rotary positions (arXiv:2104.09864) on q and k; no wpe table
+match_params = 'gpt'  # width (ffn_hidden / gmlp_d_ffn) picked so parameters equal gpt's at this shape
