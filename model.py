@@ -92,7 +92,7 @@ class GPTConfig:
             if self.n_embd % self.n_head:
                 raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                                  f"pick n_head among {heads}")
-        elif self.match_params and self.n_embd % self.n_head:  # the GPT-2 block it is matched against has heads
+        elif self.match_params and self.n_embd % self.n_head:  # the matched GPT-2 block has heads
             raise ValueError(f"match_params={self.match_params!r} sizes this {self.block} (which "
                              "has no heads) to the parameters of a GPT-2 block of "
                              f"n_embd={self.n_embd} with n_head={self.n_head}, which must divide "
@@ -230,12 +230,18 @@ class DecodeCache:
         if self.step is None:
             self.step, self.block_size = torch.zeros((), dtype=torch.long, device=device), block_size
         self.index = self.step + torch.arange(T, device=device)  # (T,) positions of the new tokens
+        # what indexes this call's rows of a position table: a slice where the positions are a
+        # Python count (a view, no gather: measured faster on the CPU), else the tensor
+        self.rows = self.index if self.fixed else slice(self.pos, self.pos + T)
         Tk = block_size if self.fixed else self.pos + T
-        self.visible = torch.arange(Tk, device=device) <= self.index[:, None]  # (T, Tk): causal
+        # (T, Tk): causal; one new token after the written ones sees them all, and needs no mask
+        self.visible = (torch.arange(Tk, device=device) <= self.index[:, None]
+                        if self.fixed or T > 1 else None)
 
     def end(self, T):
         self.step += T  # in place: the same tensor every call
-        if not self.fixed:  # (the fixed path reads no Python counter: a captured call could not update it)
+        # (the fixed path reads no Python counter: a captured call could not update it)
+        if not self.fixed:
             self.pos += T
 
 
@@ -254,13 +260,15 @@ class LayerCache:
             shape[dim] = c.block_size
             self.buffers[key] = new.new_zeros(shape)
         buf = self.buffers[key]
-        buf.index_copy_(dim, c.index, new)
-        return buf if c.fixed else buf.narrow(dim, 0, c.pos + new.size(dim))
+        if c.fixed:
+            buf.index_copy_(dim, c.index, new)
+            return buf
+        buf.narrow(dim, c.pos, new.size(dim)).copy_(new)
+        return buf.narrow(dim, 0, c.pos + new.size(dim))
 
 
 # Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
-# on
-# H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
+# on an H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
 # (bench.py).
 DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -288,7 +296,8 @@ def make_norm(config, dim):
     """The one place a norm is chosen: GPT-2's LayerNorm (bias while bias=True) or RMSNorm (LLaMA)."""
     if config.norm == 'layernorm':
         return nn.LayerNorm(dim, bias=config.bias)
-    if config.norm == 'rmsnorm':  # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
+    # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
+    if config.norm == 'rmsnorm':
         return nn.RMSNorm(dim, eps=1e-5)
     raise ValueError(f"unknown norm {config.norm!r}; choose one of {', '.join(NORMS)}")
 
@@ -304,16 +313,16 @@ class Rotary(nn.Module):
     def __init__(self, *, head_size, block_size, base):
         super().__init__()
         theta = base ** (-torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)  # (hs/2,)
-        angle = torch.outer(torch.arange(block_size, dtype=torch.float32), theta)  # (block_size, hs/2)
+        angle = torch.outer(torch.arange(block_size, dtype=torch.float32), theta)  # (T, hs/2)
         # buffers, not parameters, and not in the state dict: checkpoints stay as they were
         self.register_buffer('cos', angle.cos(), persistent=False)
         self.register_buffer('sin', angle.sin(), persistent=False)
 
-    def forward(self, x, index=None):
-        # x: (B, nh, T, hs) at positions `index` (T,), or 0..T-1; rotated in float32, returned in
-        # x's dtype
-        T = x.size(-2)
-        cos, sin = (self.cos[:T], self.sin[:T]) if index is None else (self.cos[index], self.sin[index])  # (T, hs/2)
+    def forward(self, x, rows=None):
+        # x: (B, nh, T, hs) at positions `rows` (a slice or a (T,) tensor), or 0..T-1; rotated in
+        # float32, returned in x's dtype
+        rows = slice(0, x.size(-2)) if rows is None else rows
+        cos, sin = self.cos[rows], self.sin[rows]  # (T, hs/2)
         x1, x2 = x.float().chunk(2, dim=-1)
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
 
@@ -374,7 +383,8 @@ class CausalDepthwiseConv(nn.Module):
         self.kernel, self.n_head, self.shared = kernel, n_head, shared
         per = n_embd // n_head if shared else n_embd
         # (3, per, K): q, k, v each get their own kernels; tap K-1 reads the current position
-        if init == 'primer':  # the Primer authors' code: 0.5 on now, 0.5/K on each earlier step (~identity)
+        # the Primer authors' code: 0.5 on now, 0.5/K on each earlier step (~identity)
+        if init == 'primer':
             w = torch.full((3, per, kernel), 0.5 / kernel)
             w[..., kernel - 1] = 0.5
         else:  # 'random': nn.Conv1d's default init, U(±1/sqrt(K))
@@ -386,9 +396,11 @@ class CausalDepthwiseConv(nn.Module):
         w = self.weight
         if self.shared:  # (3, hs, K) -> (3, nh, hs, K): every head uses the same kernels
             w = w.unsqueeze(1).expand(3, self.n_head, *w.shape[1:])
-        w = w.reshape(x.size(2), self.kernel).to(x.dtype)  # (3C, K); under autocast q, k, v stay bf16/fp16
+        # (3C, K); under autocast q, k, v stay bf16/fp16
+        w = w.reshape(x.size(2), self.kernel).to(x.dtype)
         if cache is None or self.kernel == 1:
-            return CausalConv.apply(x, w) if torch.is_grad_enabled() else causal_conv(x, w)  # no autograd to feed
+            # no autograd to feed
+            return CausalConv.apply(x, w) if torch.is_grad_enabled() else causal_conv(x, w)
         # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left
         # padding), then
         # drop their outputs; the tail is kept in one buffer of fixed shape, overwritten in place
@@ -404,7 +416,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.n_head, self.n_embd = config.n_head, config.n_embd
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v at once
+        # q, k, v at once
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.dconv = None
         if config.attn == 'mdha':
@@ -420,10 +433,12 @@ class CausalSelfAttention(nn.Module):
         if self.dconv is not None:
             qkv = self.dconv(qkv, cache)  # Primer MDHA: conv over time per channel
         q, k, v = qkv.split(self.n_embd, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if self.rotary is not None:  # after MDHA's conv; keys are cached rotated, at their own positions
-            index = cache.of.index if cache is not None else None
-            q, k = self.rotary(q, index), self.rotary(k, index)
+        # (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        # after MDHA's conv; keys are cached rotated, at their own positions
+        if self.rotary is not None:
+            rows = cache.of.rows if cache is not None else None
+            q, k = self.rotary(q, rows), self.rotary(k, rows)
         if cache is not None:
             k, v = cache.remember('k', k, dim=2), cache.remember('v', v, dim=2)  # (B, nh, Tk, hs)
         y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
@@ -494,8 +509,8 @@ class TinyAttention(nn.Module):
     def forward(self, x, cache=None):
         q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
         if self.rotary is not None:
-            index = cache.of.index if cache is not None else None
-            q, k = self.rotary(q, index), self.rotary(k, index)
+            rows = cache.of.rows if cache is not None else None
+            q, k = self.rotary(q, rows), self.rotary(k, rows)
         if cache is not None:
             k, v = cache.remember('tiny_k', k, dim=2), cache.remember('tiny_v', v, dim=2)
         y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
@@ -514,8 +529,7 @@ class SpatialGatingUnit(nn.Module):
         super().__init__()
         T = config.block_size
         self.ln = make_norm(config, d_ffn // 2)
-        # uniform(±0.01/T): near zero even summed over T positions (labml uses ±0.01; lucidrains
-        # 1e-3/T)
+        # uniform(±0.01/T): near zero even summed over T positions (labml: ±0.01; lucidrains: 1e-3/T)
         self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
         self.bias = nn.Parameter(torch.ones(T))
 
@@ -524,10 +538,11 @@ class SpatialGatingUnit(nn.Module):
         T = z1.size(1)
         if cache is None:  # positions 0..T-1: W[:T, :T], lower triangle: row t sees columns s <= t
             z2, w, b = self.ln(z2), torch.tril(self.weight[:T, :T]), self.bias[:T]
-        else:  # the rows of this call's positions; the columns of the Tk positions read, masked the same way
+        else:  # the rows of this call's positions; the columns of the Tk positions read, masked
             z2 = cache.remember('z2', self.ln(z2), dim=1)  # normalised Z2 rows: (B, Tk, d_ffn/2)
-            w = self.weight[cache.of.index, :z2.size(1)] * cache.of.visible
-            b = self.bias[cache.of.index]
+            w, b = self.weight[cache.of.rows, :z2.size(1)], self.bias[cache.of.rows]
+            if cache.of.visible is not None:
+                w = w * cache.of.visible
         # $W Z_2 + b$: (B, T, d_ffn/2); one batched matmul-add is faster on CPU than `w @ z2 + b`
         gate = torch.baddbmm(b[:, None], w.expand(z2.size(0), -1, -1), z2)
         if gate_res is not None:
@@ -603,7 +618,8 @@ class GPT(nn.Module):
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_weights:
-            self.transformer.wte.weight = self.lm_head.weight  # https://paperswithcode.com/method/weight-tying
+            # https://paperswithcode.com/method/weight-tying
+            self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
         # GPT-2's scaled init of every residual output projection (all named c_proj), per the GPT-2
         # paper

@@ -261,7 +261,8 @@ def plan(probe, paths, widths, seq_lens, pairs, lrs):
         for T in seq_lens:
             for N in (N for N in pairs if 3 * N <= T):
                 for width in widths:
-                    for path in paths:
+                    # gpt's cell first: the calibration the other numbers rest on
+                    for path in sorted(paths, key=lambda p: arch_key(os.path.basename(p)[:-3])):
                         args = model_args(path, probe, view=view, width=width, T=T)
                         keys = [run_key(probe, args, view=view, T=T, N=N, lr=lr) for lr in lrs]
                         name = os.path.basename(path)[:-3]
@@ -297,7 +298,8 @@ def run_grid(probe, todo):
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 item, i = pending.pop(fut)
-                record = {**fut.result(), 'configs': item[3], 'config': item[3][0],
+                names = sorted(item[3], key=arch_key)
+                record = {**fut.result(), 'configs': names, 'config': names[0],
                           'command': ' '.join(['python', 'probe.py', *sys.argv[1:]])}
                 append_record(probe.results, record, kept='nothing else: the run')
                 n_runs, work_done = n_runs + 1, work_done + cost(record['key']) * record['steps_run'] / record['steps']
@@ -306,7 +308,7 @@ def run_grid(probe, todo):
                 left = sum(cost(it[1][0]) for it in queue) + sum(cost(it[1][j]) for it, j in pending.values())
                 eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
                 k = record['key']
-                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} {','.join(item[3])} "
+                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} {','.join(names)} "
                       f"d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc {record['acc']:.3f} at step "
                       f"{record['steps_run']}/{k['steps']} ({duration(record['seconds'])}); elapsed "
                       f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
@@ -356,7 +358,8 @@ def table(records):
             cells.append(f"{r['acc']:.2f}{solved}")
         p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
         shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
-        same = f" (= {shared[0]})" if shared[0] != c and view == 'mixer' else ''
+        first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
+        same = f" (= {first})" if first != c and view == 'mixer' else ''
         out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
     return '\n'.join(out)
 

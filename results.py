@@ -239,12 +239,16 @@ def summary_rows(records):
         same = ('data', 'size', 'budget', 'optimizer')
         base = next((b for b in rows if b['config'] == 'gpt' and all(b[k] == row[k] for k in same)), None)
         if base is not None and row is not base:
-            row['gap'] = row['val'] - base['val']
-            if min(row['n'], base['n']) < 2:  # one seed has no spread: say so instead of a false ± 0
+            # paired by seed: a run's seed draws its val batches too, so at one seed every config is
+            # evaluated on the same bytes, and the seed-to-seed change of the val sample cancels
+            theirs = {r['seed']: r['val_loss'] for r in base['runs']}
+            diffs = [r['val_loss'] - theirs[r['seed']] for r in row['runs'] if r['seed'] in theirs]
+            if len(diffs) < 2:  # one pair has no spread: say so instead of a false ± 0
+                row['gap'] = diffs[0] if diffs else row['val'] - base['val']
                 row['gap_se'], row['vs_gpt'] = None, f"{row['gap']:+.4f} (1 seed: spread unknown)"
                 continue
-            se = math.sqrt(row['std'] ** 2 / row['n'] + base['std'] ** 2 / base['n'])
-            row['gap_se'] = se
+            row['gap'], sd, n = mean_std(diffs)
+            row['gap_se'] = se = sd / math.sqrt(n)
             row['vs_gpt'] = f"{row['gap']:+.4f} ± {se:.4f}" + (' (noise)' if abs(row['gap']) < 2 * se else '')
     return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['size'], arch_key(r['config'])))
 
@@ -252,7 +256,7 @@ def summary_rows(records):
 SUMMARY_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
     ('params', 'params', '{:,}'), ('lr', 'best lr', '{:g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
     ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
 ]
 SCALING_COLUMNS = [

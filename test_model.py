@@ -496,7 +496,7 @@ SIZES = [dict(n_layer=2, n_head=2, n_embd=64), dict(n_layer=4, n_head=4, n_embd=
          dict(n_layer=6, n_head=6, n_embd=192), dict(n_layer=3, n_head=4, n_embd=96)]
 ARCHS = [dict(attn='mdha', ffn='relu2'), dict(ffn='swiglu'), dict(ffn='geglu'), dict(ffn='reglu'),
          dict(ffn='glu'), dict(ffn='bilinear'), dict(ffn='relu'), dict(block='gmlp', pos_emb='none'),
-         dict(block='amlp', pos_emb='none'), dict(norm='rmsnorm', pos_emb='rope', ffn='swiglu')]
+         dict(block='amlp', pos_emb='none'), dict(norm='rmsnorm', pos_emb='rope', ffn='swiglu'), dict(pos_emb='rope')]
 
 
 @pytest.mark.parametrize('size', SIZES, ids=lambda s: f"{s['n_layer']}L{s['n_embd']}")
