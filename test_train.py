@@ -28,7 +28,7 @@ from model import GPT, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
-ARCHS = ('gpt', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama')
+ARCHS = ('gpt', 'gpt_rope', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama')
 
 # a small model that trains in milliseconds per iteration
 TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
@@ -115,6 +115,23 @@ def test_config_parameter_comment_matches_model(path):
     if os.path.basename(path)[:-3] in ARCHS:  # matched to the gpt baseline within 1% (match_params='gpt')
         base = built_params(os.path.join(HERE, 'configs', 'gpt.py'), vocab)
         assert abs(n / base - 1) < 0.01, f"{path}: {n:,} parameters vs gpt's {base:,}"
+
+
+def test_architecture_configs_train_what_the_results_table_reports():
+    """README §3 says `train.py configs/gmlp.py` trains the run §8's main table reports: every
+    architecture config's corpus, shape, iterations and learning rate are those of that table's row
+    in the committed results file, the best lr of its grid."""
+    from results import read_results, summary_rows
+    rows = summary_rows(read_results(os.path.join(HERE, 'results', 'sweep_stdlib.jsonl')))
+    for name in ARCHS:
+        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+        size = f"{cfg.n_layer}x{cfg.n_embd}"
+        row = [r for r in rows if r['config'] == name and r['data'] == cfg.data_dir and r['size'] == size
+               and r['budget'] == f"max_iters={cfg.max_iters}" and r['optimizer'] == cfg.optimizer]
+        assert len(row) == 1, f"{name}: no row of results/sweep_stdlib.jsonl at {cfg.data_dir}, {size}"
+        assert row[0]['n'] >= 3 and row[0]['runs'][0]['block_size'] == cfg.block_size
+        assert cfg.learning_rate == row[0]['lr'] and cfg.min_lr == pytest.approx(cfg.learning_rate / 10), \
+            f"configs/{name}.py: learning_rate {cfg.learning_rate}, the table's best is {row[0]['lr']}"
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))

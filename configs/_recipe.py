@@ -22,7 +22,7 @@ n_embd = 128
 dropout = 0.0  # one pass over a fraction of the data: nothing to regularise
 bias = False  # nanoGPT's train.py default, and the GLU-variants paper's: no biases anywhere
 
-learning_rate = 2e-3
+learning_rate = 2e-3  # each architecture config sets its own: the best of §8's grid for it
 max_iters = 500
 lr_decay_iters = 500  # usually equal to max_iters
 min_lr = 2e-4  # learning_rate / 10

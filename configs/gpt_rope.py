@@ -8,6 +8,8 @@
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 
 out_dir = 'out-gpt_rope'
+learning_rate = 4e-3  # the best of README §8's grid at this shape (1e-3 ... 1.6e-2)
+min_lr = 4e-4  # learning_rate / 10
 
 pos_emb = 'rope'  # rotary positions (arXiv:2104.09864) on q and k; no wpe table
 match_params = 'gpt'  # width (ffn_hidden / gmlp_d_ffn) picked so parameters equal gpt's at this shape
