@@ -72,7 +72,7 @@ class ProbeConfig:
     eval_seqs: int = 512             # held-out sequences per cell, the same ones every evaluation
     stop_acc: float = 0.99           # a run stops early, and the cell counts as solved, at this accuracy
     seed: int = 0                    # sets the init, the training sequences and the held-out set
-    jobs: int = 2                    # runs at once, one thread each
+    jobs: int = 2                    # runs at once, one thread each (1: in this process, every thread)
     results: str = ''                # the results file (JSON lines); '' = out-probe/results.jsonl (quick.jsonl)
     png: str = ''                    # the plot; '' = the results file's name with .png
     replot: bool = False             # table and PNG from the results file only, no training

@@ -143,23 +143,31 @@ def groups(records, *fields):
 
 
 
+def frontier(points):
+    """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that many
+    FLOPs. A larger run that ends worse than a smaller one (an lr too high at its size) is left out."""
+    out = []
+    for f, l in sorted(points):
+        if not out or l < out[-1][1]:
+            out.append((f, l))
+    return out
+
+
 def compute_multiplier(reference, flops, loss):
     """
     Primer's compute multiplier: the training FLOPs the reference (gpt) needs to reach `loss`, over
-    `flops`, interpolated linearly in log-FLOPs on the reference's (FLOPs, loss) points. Returns
-    (multiplier, None), or (None, why) when `loss` lies outside the reference's range: no
-    extrapolation.
+    `flops`, interpolated linearly in log-FLOPs on the reference's frontier (its (FLOPs, loss) points
+    that no cheaper point beats). Returns (multiplier, None), or (None, why) when `loss` lies outside
+    the frontier's range: no extrapolation.
     """
-    pts = sorted(reference)
+    pts = frontier(reference)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
-        if min(l0, l1) <= loss <= max(l0, l1) and l0 != l1:
+        if l1 <= loss <= l0:
             x = math.log(f0) + (loss - l0) * (math.log(f1) - math.log(f0)) / (l1 - l0)
             return math.exp(x) / flops, None
-    lo = min(l for _, l in pts)
-    if loss < lo:
+    if loss < pts[-1][1]:
         return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)"
     return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)"
-
 
 
 # -----------------------------------------------------------------------------
@@ -273,7 +281,8 @@ def scaling_rows(rows):
         ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
         for r in rs:
             m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
-            out.append({**r, 'multiplier': f"{m:.2f}" if m else why})
+            off = r['config'] == 'gpt' and (r['flops'], r['val']) not in frontier(ref)
+            out.append({**r, 'multiplier': (f"{m:.2f}" if m else why) + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
 
 

@@ -169,6 +169,17 @@ def test_compute_multiplier_on_synthetic_curves():
     ref2 = [(1e12, 2.0), (1e10, 3.0), (4e10, 2.5)]
     m, _ = R.compute_multiplier(ref2, 1e10, 2.5)
     assert m == pytest.approx(4.0)
+    # a larger gpt run that ends worse than a smaller one is off the frontier: it neither sets the
+    # bound nor bends the curve, and gpt's own point there reads as off the frontier
+    ref3 = ref + [(1e13, 4.2)]
+    assert R.frontier(ref3) == sorted(ref)
+    m, why = R.compute_multiplier(ref3, 1e11, 3.5)
+    assert m is None and why.startswith('> 10.00')
+    m, _ = R.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
+    assert m == pytest.approx(3.0)
+    rows = [dict(config='gpt', data='d', kind='max_iters', optimizer='adamw', flops=f, val=l) for f, l in ref3]
+    marks = {r['flops']: r['multiplier'] for r in R.scaling_rows(rows)}
+    assert marks[1e12] == '1.00' and marks[1e13].endswith("(off gpt's frontier)")
 
 
 def fake_record(config, seed, lr, val, size='4x128', budget='max_iters', value=2000, flops=1e12, params=1000):
