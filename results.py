@@ -142,7 +142,6 @@ def groups(records, *fields):
     return out
 
 
-
 def frontier(points):
     """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that many
     FLOPs. A larger run that ends worse than a smaller one (an lr too high at its size) is left out."""
@@ -279,9 +278,10 @@ def scaling_rows(rows):
     out = []
     for _, rs in groups(rows, 'data', 'kind', 'optimizer').items():
         ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
+        front = frontier(ref)
         for r in rs:
             m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
-            off = r['config'] == 'gpt' and (r['flops'], r['val']) not in frontier(ref)
+            off = r['config'] == 'gpt' and (r['flops'], r['val']) not in front
             out.append({**r, 'multiplier': (f"{m:.2f}" if m else why) + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
 
