@@ -9,6 +9,7 @@ uint16 tokens or 2 = uint32, token count), then the tokens. prepare.py names the
 switches a folder from its old dataset to a new one.
 """
 import glob
+import hashlib
 import json
 import math
 import os
@@ -169,6 +170,23 @@ def bits_per_byte(meta, split, loss):
     (raw shards, or a meta.json from before it was recorded: rerun prepare.py)."""
     ratio = ((meta or {}).get('tokens_per_byte') or {}).get(split)
     return None if ratio is None else loss / math.log(2) * ratio
+
+
+# what in meta.json says which data it is (not the shard files' names, the command that wrote them,
+# nor fields a later prepare.py may add)
+DATA_FIELDS = ('tokenizer', 'vocab_size', 'source', 'split', 'tokens', 'bytes')
+
+
+def fingerprint(meta):
+    """12 hex digits naming the data a meta.json describes (tokenizer, source, split, token counts) and
+    not where it lies or which prepare.py run wrote it: two folders prepared from the same text agree,
+    another corpus with the same tokenizer does not. None for raw shards (no meta.json)."""
+    if meta is None:
+        return None
+    what = {k: meta.get(k) for k in DATA_FIELDS}
+    if isinstance(what.get('source'), dict):
+        what['source'] = {k: v for k, v in what['source'].items() if k != 'root'}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def open_dataset(data_dir):

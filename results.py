@@ -12,9 +12,12 @@ import sys
 import threading
 
 from configurator import UsageError, atomic_write, write_error
+from jobs import locked_append
 
-# gpt first (the baseline), then the transformer variants, then the gMLP family
-ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp')
+# gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its own
+# variants), then the gMLP family
+ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_ez', 'swiglu', 'geglu', 'reglu',
+              'gmlp', 'amlp')
 
 
 def arch_key(name):
@@ -53,10 +56,43 @@ KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'op
          'probe': ('config', 'width', 'T', 'N', 'lr', 'acc', 'steps_run')}
 
 
+def key_id(key):
+    """A record key as one string, the same for equal keys: what says two records are one run."""
+    return json.dumps(key, sort_keys=True)
+
+
+SAID = set()  # notes already printed by this process: a file read three times says its notes once
+
+
+def say_once(note):
+    if note not in SAID:
+        SAID.add(note)
+        print(f"note: {note}", file=sys.stderr)
+
+
+def parse_record(line, kind):
+    """(the record a line holds, or None; what it lacks). A line that is a cut-short record glued to a
+    whole one (appends before cut-short lines were set aside) gives the whole one."""
+    starts = [0] + [i for i in range(1, len(line)) if line.startswith(b'{"kind": ', i)]
+    for start in starts:
+        try:
+            r = json.loads(line[start:].decode('utf-8'))
+        except ValueError:  # also UnicodeDecodeError
+            continue
+        missing = [k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict) else ['key']
+        if not missing and r.get('kind', kind) == kind:
+            return r, start
+        return None, (f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r
+                      else f"it lacks {missing[0]!r}")
+    return None, 'not JSON'
+
+
 def read_results(path, kind='sweep'):
-    """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or 'probe'); no
-    file: none. A last line cut short by a killed run is skipped; any other line that is not such a record
-    is a UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
+    """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or
+    'probe'); no file: none. Said once on stderr and skipped: a last line cut short by a killed writer
+    (the next append sets it aside), the cut-short part of a record glued to it, and a second record of
+    a run already recorded (the first is kept). Any other line that is not such a record is a
+    UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
     try:
@@ -66,19 +102,31 @@ def read_results(path, kind='sweep'):
         return []
     except OSError as e:
         raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
-    records = []
+    records, seen, twice = [], {}, []
     for n, line in enumerate(lines, 1):
-        try:
-            r = json.loads(line.decode('utf-8'))
-        except ValueError:  # also UnicodeDecodeError
-            r = None
-        missing = [k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict) else ['key']
-        if not missing and r.get('kind', kind) == kind:
-            records.append(r)
-        elif line.strip() and (n < len(lines) or line.endswith(b'\n')):
-            what = f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r else f"it lacks {missing[0]!r}"
-            raise UsageError(f"{path} line {n} is not a {kind} results record ({what}); pass the "
-                             f"results file {kind}.py wrote with --results")
+        if not line.strip():
+            continue
+        r, why = parse_record(line.rstrip(b'\r\n'), kind)
+        if r is None and n == len(lines) and not line.endswith(b'\n'):
+            say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next record "
+                     f"appended moves it to {path}.partial")
+            continue
+        if r is None:
+            raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a results "
+                             f"file {kind}.py wrote, or delete that line")
+        if why:
+            say_once(f"{path} line {n} starts with {why} bytes of a record cut short, then a whole "
+                     "record: the whole one is read")
+        r.setdefault('schedule', 'cosine')  # records from before lr_schedule existed
+        k = key_id(r['key'])
+        if k in seen:
+            twice.append(f"{n} (as line {seen[k]})")
+            continue
+        seen[k] = n
+        records.append(r)
+    if twice:
+        say_once(f"{path} records {len(twice)} run(s) twice, lines {', '.join(twice[:5])}"
+                 f"{' ...' if len(twice) > 5 else ''}: the first record of each is read")
     return records
 
 
@@ -95,20 +143,19 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run, in one write (a line is whole even when two sweeps append to the same
-    file), fsynced: an interrupted sweep keeps every finished run. `kept`: where the run's own output
-    stays when the results file cannot be written (one line, not a traceback)."""
+    """One line per finished run, in one write under a lock on the file (a line is whole even when
+    two sweeps, or a sweep and a probe, append to the same file), fsynced: an interrupted sweep keeps
+    every finished run. A cut-short last line left by a killed writer is first moved to
+    `path`.partial, with a note. `kept`: where the run's own output stays when the results file
+    cannot be written (one line, not a traceback)."""
     data = (json.dumps(record) + '\n').encode()
     with lock:
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            note = locked_append(path, data, aside=f"{path}.partial")
         except OSError as e:
             raise write_error(path, e, f"{kept} is kept; rerun the same command to record it") from None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def markdown_table(rows, columns):
@@ -157,16 +204,16 @@ def compute_multiplier(reference, flops, loss):
     Primer's compute multiplier: the training FLOPs the reference (gpt) needs to reach `loss`, over
     `flops`, interpolated linearly in log-FLOPs on the reference's frontier (its (FLOPs, loss) points
     that no cheaper point beats). Returns (multiplier, None), or (None, why) when `loss` lies outside
-    the frontier's range: no extrapolation.
+    the frontier's range: no extrapolation. Also the two frontier points it read between.
     """
     pts = frontier(reference)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
         if l1 <= loss <= l0:
             x = math.log(f0) + (loss - l0) * (math.log(f1) - math.log(f0)) / (l1 - l0)
-            return math.exp(x) / flops, None
+            return math.exp(x) / flops, None, ((f0, l0), (f1, l1))
     if loss < pts[-1][1]:
-        return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)"
-    return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)"
+        return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)", ()
+    return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)", ()
 
 
 # -----------------------------------------------------------------------------
@@ -201,16 +248,21 @@ def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
 # -----------------------------------------------------------------------------
 # sweeps: the best learning rate, mean ± std over seeds, the gap to gpt, scaling
 
-def tuned_lrs(records, size=None):
-    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW
-    at an iteration budget, at `size` where the results hold runs there, else at the size with the most
-    runs of that config."""
-    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw']
+def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
+    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW,
+    the `schedule`, at the iteration budget `budget` (None: any), at `size` where the results hold runs
+    there, else at the size with the most runs of that config."""
+    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw'
+               and r.get('schedule', 'cosine') == schedule and budget in (None, r['budget_value'])]
     sizes = {}
     for (name, at), rs in groups(records, 'config', 'size').items():
         sizes[name] = max(sizes.get(name, (False, 0, '')), (at == size, len(rs), at))
-    return {name: best_lr(rs) for (name, at), rs in groups(records, 'config', 'size').items()
-            if at == sizes[name][2]}
+    out = {}
+    for (name, at), rs in groups(records, 'config', 'size').items():
+        if at == sizes[name][2]:  # at one size, several budgets: the largest's grid
+            last = max(r['budget_value'] for r in rs)
+            out[name] = best_lr([r for r in rs if r['budget_value'] == last])
+    return out
 
 
 def best_lr(records):
@@ -222,67 +274,100 @@ def best_lr(records):
                                               if r['seed'] in common or not common])[0])[0]
 
 
+def grid_edge(lrs, best):
+    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more, else None."""
+    if len(lrs) < 2:
+        return None
+    return 'top' if best == max(lrs) else 'bottom' if best == min(lrs) else None
+
+
+REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today's
+SAME_RUN = ('data', 'size', 'budget', 'optimizer', 'schedule')  # rows a gap compares
+
+
+def paired_gap(row, base):
+    """(mean gap, its standard error or None, the cell's text, per-seed gaps) of row's runs minus
+    base's, paired by seed: a run's seed draws its val batches too, so at one seed both configs are
+    scored on the same bytes, and the seed-to-seed change of the val sample cancels."""
+    theirs = {r['seed']: r['val_loss'] for r in base['runs']}
+    diffs = [r['val_loss'] - theirs[r['seed']] for r in row['runs'] if r['seed'] in theirs]
+    if len(diffs) < 2:  # one pair has no spread: say so instead of a false ± 0
+        gap = diffs[0] if diffs else row['val'] - base['val']
+        return gap, None, f"{gap:+.4f} (1 seed: spread unknown)", diffs
+    gap, sd, n = mean_std(diffs)
+    se = sd / math.sqrt(n)
+    return gap, se, f"{gap:+.4f} ± {se:.4f}" + (' (noise)' if abs(gap) < 2 * se else ''), diffs
+
+
 def summary_rows(records):
-    """One row per (corpus, config, size, budget, optimizer): the best lr of its grid, mean ± std (n) there
-    in loss and in bits per byte, the grid's means, and the gap to gpt with its standard error."""
+    """One row per (corpus, config, size, budget, optimizer, schedule): the best lr of its grid (marked
+    where it is the grid's edge), mean ± std (n) there in loss and in bits per byte, the grid's means,
+    and the gap to each reference (gpt, llama) paired by seed, with its standard error."""
     rows = []
-    for (data, name, size, budget, value, opt), rs in groups(records, 'data_dir', 'config', 'size', 'budget',
-                                                             'budget_value', 'optimizer').items():
+    for (data, name, size, budget, value, opt, sched), rs in groups(
+            records, 'data_dir', 'config', 'size', 'budget', 'budget_value', 'optimizer', 'schedule').items():
         by_lr = {lr: mean_std([r['val_loss'] for r in g]) for (lr,), g in groups(rs, 'lr').items()}
         lr = best_lr(rs)
+        edge = grid_edge(list(by_lr), lr)
         at = [r for r in rs if r['lr'] == lr]
         mean, std, n = by_lr[lr]
         bpb = [r['val_bpb'] for r in at if r.get('val_bpb') is not None]
-        rows.append(dict(data=data, corpus=at[0].get('corpus', data), config=name, size=size, kind=budget,
-                         budget=f"{budget}={value:g}", optimizer=opt, lr=lr, val=mean, std=std, n=n,
-                         values=[r['val_loss'] for r in at], val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
-                         bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
-                         grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
-                                         for k in sorted(by_lr)),
-                         params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
-                         flops=mean_std([r['flops'] or 0 for r in at])[0],
-                         train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
-    for row in rows:  # the gap to gpt on the same corpus, at the same size, budget and optimizer
-        same = ('data', 'size', 'budget', 'optimizer')
-        base = next((b for b in rows if b['config'] == 'gpt' and all(b[k] == row[k] for k in same)), None)
-        if base is not None and row is not base:
-            # paired by seed: a run's seed draws its val batches too, so at one seed every config is
-            # evaluated on the same bytes, and the seed-to-seed change of the val sample cancels
-            theirs = {r['seed']: r['val_loss'] for r in base['runs']}
-            diffs = [r['val_loss'] - theirs[r['seed']] for r in row['runs'] if r['seed'] in theirs]
-            if len(diffs) < 2:  # one pair has no spread: say so instead of a false ± 0
-                row['gap'] = diffs[0] if diffs else row['val'] - base['val']
-                row['gap_se'], row['vs_gpt'] = None, f"{row['gap']:+.4f} (1 seed: spread unknown)"
-                continue
-            row['gap'], sd, n = mean_std(diffs)
-            row['gap_se'] = se = sd / math.sqrt(n)
-            row['vs_gpt'] = f"{row['gap']:+.4f} ± {se:.4f}" + (' (noise)' if abs(row['gap']) < 2 * se else '')
-    return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['size'], arch_key(r['config'])))
+        rows.append(dict(
+            data=data, corpus=at[0].get('corpus', data), config=name, size=size, kind=budget,
+            budget=f"{budget}={value:g}", budget_value=value, optimizer=opt, schedule=sched, lr=lr,
+            edge=edge, tuned=len(by_lr) >= 3 and edge is None,
+            lr_text=f"{lr:g}" + (f" ({edge} of grid: --extend_lr)" if edge else ''),
+            val=mean, std=std, n=n, values=[r['val_loss'] for r in at],
+            val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
+            bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
+            grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
+                            for k in sorted(by_lr)),
+            params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
+            flops=mean_std([r['flops'] or 0 for r in at])[0],
+            train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
+    for row in rows:  # the gaps to each reference on the same corpus, size, budget, optimizer, schedule
+        for ref in REFERENCES:
+            base = next((b for b in rows if b['config'] == ref and all(b[k] == row[k] for k in SAME_RUN)), None)
+            if base is not None and row is not base:
+                suffix = '' if ref == 'gpt' else f'_{ref}'
+                (row[f'gap{suffix}'], row[f'gap{suffix}_se'], row[f'vs_{ref}'],
+                 row[f'gaps{suffix}']) = paired_gap(row, base)
+    return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['schedule'], r['size'],
+                                       arch_key(r['config'])))
 
 
 SUMMARY_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
-    ('params', 'params', '{:,}'), ('lr', 'best lr', '{:g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
-    ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
+    ('params', 'params', '{:,}'), ('lr_text', 'best lr', '{}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt, paired by seed (± s.e.)', '{}'),
+    ('vs_llama', 'vs llama, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'),
+    ('flops', 'FLOPs', '{:.3g}'), ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
 ]
 SCALING_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
-    ('lr', 'best lr', '{:g}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
     ('bpb_pm', 'val bits per byte', '{}'), ('multiplier', 'compute multiplier vs gpt', '{}'),
 ]
 
 
 def scaling_rows(rows):
-    """Per (config, size) at one budget: mean FLOPs and loss, and the compute multiplier against gpt."""
+    """Per (config, size, budget) of one budget kind: mean FLOPs and loss, and the compute multiplier
+    against gpt's frontier. A multiplier read on a stretch of gpt's frontier whose ends did not both
+    have an lr grid with the best inside is an upper bound ('≤'): a tuned gpt there could only be
+    lower, and then need fewer FLOPs."""
     out = []
-    for _, rs in groups(rows, 'data', 'kind', 'optimizer').items():
-        ref = [(r['flops'], r['val']) for r in rs if r['config'] == 'gpt']
-        front = frontier(ref)
+    for _, rs in groups(rows, 'data', 'kind', 'optimizer', 'schedule').items():
+        ref = [r for r in rs if r['config'] == 'gpt']
+        front = frontier([(r['flops'], r['val']) for r in ref])
+        tuned = {(r['flops'], r['val']) for r in ref if r['tuned']}
         for r in rs:
-            m, why = compute_multiplier(ref, r['flops'], r['val']) if len(ref) >= 2 else (None, 'no gpt curve')
+            m, why, used = (compute_multiplier([(g['flops'], g['val']) for g in ref], r['flops'], r['val'])
+                            if len(ref) >= 2 else (None, 'no gpt curve', ()))
+            on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
+            text = why if m is None else (f"{m:.2f}" if on_front or all(p in tuned for p in used) else
+                                          f"≤ {m:.2f} (gpt's lr not tuned there)")
             off = r['config'] == 'gpt' and (r['flops'], r['val']) not in front
-            out.append({**r, 'multiplier': (f"{m:.2f}" if m else why) + (" (off gpt's frontier)" if off else '')})
+            out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
 
 
@@ -295,7 +380,7 @@ def plot_curves(ax, xs, curves, label):
                     color=line.get_color(), alpha=0.2)
 
 
-def plot_sweep(rows, png):
+def plot_sweep(rows, png, title=None):
     """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, a band for min..max.
     The evaluation at step 0 (the untrained model) is left out of the curve."""
     plt = pyplot()
@@ -307,6 +392,8 @@ def plot_sweep(rows, png):
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
                         f"{row['config']} (lr {row['lr']:g}, n={row['n']})")
+    if title:
+        fig.suptitle(title, fontsize=11)
     return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: min..max)')
 
 
@@ -322,3 +409,79 @@ def plot_scaling(rows, png):
                     marker='o', capsize=3, label=name[0], linewidth=2.5 if name[0] == 'gpt' else 1.2)
     ax.set_xscale('log')
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'], 'final val loss')
+
+
+# -----------------------------------------------------------------------------
+# the regime view: at one size, how each gap moves as training grows
+
+def regime_groups(rows):
+    """{(data, size, optimizer, schedule, kind): rows} for every size trained at 2 or more budgets of one
+    kind: the budgets along which a ranking can hold or not."""
+    out = groups(rows, 'data', 'size', 'optimizer', 'schedule', 'kind')
+    return {k: rs for k, rs in out.items() if len({r['budget_value'] for r in rs}) > 1}
+
+
+def tokens_per_param(rs):
+    """{budget_value: training tokens per gpt parameter there} (each config's own count is within 1%)."""
+    params = next((r['params'] for r in rs if r['config'] == 'gpt'), rs[0]['params'])
+    return {v: mean_std([r['tokens'] for r in g])[0] / params for (v,), g in groups(rs, 'budget_value').items()}
+
+
+def regime_tables(rs):
+    """Markdown tables of one regime group: each config's val loss and rank at every budget, then its
+    gap to each reference (paired by seed) at every budget. Configs in the order of the last budget."""
+    tpp = tokens_per_param(rs)
+    budgets = sorted(tpp)
+    cell = {(r['config'], r['budget_value']): r for r in rs}
+    last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
+    names = [r['config'] for r in last] + sorted({r['config'] for r in rs} - {r['config'] for r in last},
+                                                 key=arch_key)
+    rank = {}
+    for v in budgets:
+        for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v), key=lambda r: r['val']), 1):
+            rank[r['config'], v] = i
+    head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
+    out = [f"val loss (nats/byte), mean ± std (n), and rank at each budget: tokens per parameter ({rs[0]['kind']})",
+           '', '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
+    for name in names:
+        out.append(f"| {name} | " + ' | '.join(
+            f"#{rank[name, v]} {cell[name, v]['val']:.4f} ± {cell[name, v]['std']:.4f} ({cell[name, v]['n']})"
+            + (' (lr edge)' if cell[name, v]['edge'] else '') if (name, v) in cell else '–' for v in budgets) + ' |')
+    for ref in REFERENCES:
+        if not any(r['config'] == ref for r in rs):
+            continue
+        out += ['', f"gap to {ref} (nats/byte), paired by seed (± s.e.; (noise): within 2 s.e.)", '',
+                '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
+        for name in (n for n in names if n != ref):
+            out.append(f"| {name} | " + ' | '.join(
+                cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–' for v in budgets) + ' |')
+    return '\n'.join(out)
+
+
+def plot_regime(rs, png, title):
+    """Each config's gap to each reference (one panel each) against tokens per parameter (log axis):
+    one line per config through the mean paired gap, a band from the smallest to the largest per-seed
+    gap where there are 2 or more seeds."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
+    tpp = tokens_per_param(rs)
+    fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
+    for ax, ref in zip(axes[0], refs):
+        suffix = '' if ref == 'gpt' else f'_{ref}'
+        for (name,), g in sorted(groups(rs, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
+            g = sorted((r for r in g if f'gap{suffix}' in r), key=lambda r: r['budget_value'])
+            if not g:
+                continue
+            xs = [tpp[r['budget_value']] for r in g]
+            line, = ax.plot(xs, [r[f'gap{suffix}'] for r in g], marker='o', ms=4, label=name)
+            lo = [min(r[f'gaps{suffix}'] or [r[f'gap{suffix}']]) for r in g]
+            hi = [max(r[f'gaps{suffix}'] or [r[f'gap{suffix}']]) for r in g]
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
+        ax.axhline(0, color='black', linewidth=1)
+        ax.set_xscale('log')
+        ax.set_title(f"gap to {ref} (below 0: better than {ref})", fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    return save_png(fig, png, axes[0], ['training tokens per parameter'] * len(refs),
+                    'val loss gap (nats/byte), paired by seed; band: seeds')

@@ -23,6 +23,7 @@ from configurator import UsageError, require
 from model import GPTConfig, check_optimizer
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+SCHEDULES = ('cosine', 'wsd')
 PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
@@ -41,7 +42,7 @@ class TrainConfig(GPTConfig):
     vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
     batch_size: int = 12               # micro-batch size of one process
     gradient_accumulation_steps: int = 40  # global: divided among the processes
-    # optimizer, linear warmup then cosine decay
+    # optimizer; learning rate: linear warmup, then cosine decay (or warmup-stable-decay)
     optimizer: str = 'adamw'           # 'adamw', or 'muon' (Muon for hidden 2-D matrices, AdamW for the rest)
     learning_rate: float = 6e-4        # peak learning rate, after warmup
     max_iters: int = 600000            # stop after this many optimizer steps
@@ -49,7 +50,9 @@ class TrainConfig(GPTConfig):
     beta1: float = 0.9                 # AdamW first-moment decay
     beta2: float = 0.95                # AdamW second-moment decay
     grad_clip: float = 1.0             # 0 = no clipping
-    decay_lr: bool = True              # warmup + cosine decay; False = constant learning_rate
+    decay_lr: bool = True              # warmup + decay (lr_schedule); False = constant learning_rate
+    lr_schedule: str = 'cosine'        # 'cosine' to min_lr at lr_decay_iters, or 'wsd': constant, then a cooldown
+    cooldown_frac: float = 0.2         # wsd: the cooldown's share of lr_decay_iters (1 - sqrt shape to min_lr)
     warmup_iters: int = 2000           # linear warmup steps
     lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
     min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
@@ -66,7 +69,8 @@ class TrainConfig(GPTConfig):
     seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
 
     def __post_init__(self):
-        for name, allowed in (('init_from', ('scratch', 'resume')), ('dtype', DTYPES)):
+        for name, allowed in (('init_from', ('scratch', 'resume')), ('dtype', DTYPES),
+                              ('lr_schedule', SCHEDULES)):
             require(self, name, lambda v: v in allowed, f"is not one of {', '.join(allowed)}")
         check_optimizer(self.optimizer)
         require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters log_interval',
@@ -81,9 +85,15 @@ class TrainConfig(GPTConfig):
         require(self, 'beta1 beta2', lambda v: 0 <= v < 1, "must be in [0, 1)")
         if self.min_lr > self.learning_rate:
             raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
+        require(self, 'cooldown_frac', lambda v: 0 < v <= 1, "must be in (0, 1]")
         if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
             raise ValueError(f"lr_decay_iters={self.lr_decay_iters} must exceed warmup_iters="
                              f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
+        if self.decay_lr and self.lr_schedule == 'wsd' and self.cooldown_start() < self.warmup_iters:
+            raise ValueError(f"lr_schedule='wsd': the cooldown (the last {self.cooldown_frac:g} of "
+                             f"lr_decay_iters={self.lr_decay_iters}) starts at iter "
+                             f"{self.cooldown_start()}, inside warmup_iters={self.warmup_iters}: "
+                             "lower warmup_iters or cooldown_frac, or raise lr_decay_iters")
         # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
         GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
 
@@ -91,14 +101,28 @@ class TrainConfig(GPTConfig):
         """The GPTConfig fields of this config, as a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
+    def cooldown_start(self):
+        """wsd: the iteration where the cooldown begins (the lr is constant before it)."""
+        return self.lr_decay_iters - round(self.cooldown_frac * self.lr_decay_iters)
+
     def lr_at(self, it):
-        """Learning rate at iteration `it`: linear warmup, then cosine decay to min_lr at lr_decay_iters."""
+        """Learning rate at iteration `it`: linear warmup, then down to min_lr at lr_decay_iters, by a
+        cosine over the whole run, or ('wsd') constant and then a cooldown over its last part."""
         if not self.decay_lr:
             return self.learning_rate
         if it < self.warmup_iters:
             return self.learning_rate * (it + 1) / (self.warmup_iters + 1)
-        if it > self.lr_decay_iters:
+        if it >= self.lr_decay_iters:
             return self.min_lr
+        if self.lr_schedule == 'wsd':
+            # warmup-stable-decay (Hagele et al. 2024, arXiv:2405.18392): a run with the same lr
+            # before cooldown_start() is this run's prefix, so one constant-lr run can be branched
+            # into cooldowns of any length (sweep.py does). Their best cooldown shape: 1 - sqrt.
+            start = self.cooldown_start()
+            if it < start:
+                return self.learning_rate
+            coeff = 1.0 - math.sqrt((it - start) / (self.lr_decay_iters - start))  # 1 down to 0
+            return self.min_lr + coeff * (self.learning_rate - self.min_lr)
         decay_ratio = (it - self.warmup_iters) / (self.lr_decay_iters - self.warmup_iters)
         coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 down to 0
         return self.min_lr + coeff * (self.learning_rate - self.min_lr)

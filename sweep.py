@@ -1,23 +1,30 @@
 """
 Compare architectures by what they learn: train every config through train.py over seeds x a
-learning-rate grid at one budget (or at several sizes), one record per finished run in a results
-file, then tables and plots from that file alone.
+learning-rate grid at one or more budgets (or at several sizes), one record per finished run in a
+results file, then tables and plots from that file alone.
 
     python sweep.py --seeds=3 --learning_rate=5e-4,1e-3,2e-3 --jobs=2   # every config: seeds x lr grid
     python sweep.py --seeds=3 --learning_rate=tuned --max_flops=8e12     # equal FLOPs, tuned lr
+    python sweep.py --lr_scale=0.5,1,2 --lr_schedule=wsd --max_iters=500,1000,2000,4000  # the regime study
     python sweep.py --scaling --sizes=2x64,4x128,6x192 --learning_rate=tuned  # compute multipliers
     python sweep.py --configs=gpt,gmlp --block_size=256 --data_dir=data/x   # any train.py key too
     python sweep.py --report --results=results/sweep_stdlib.jsonl  # tables and plots, no training
     python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
-    python sweep.py --quick                                        # the machinery in about a minute
+    python sweep.py --quick                                        # the machinery, quickly
 
 Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py
 key given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each
 finished run appends one record to the results file (config, seed, lr, budget, val loss, train
-seconds, tokens, FLOPs, params, the eval curve); re-running skips finished runs, so an interrupted
-sweep resumes. Budgets (max_iters / max_tokens / max_flops) become an iteration count per config and
-the cosine schedule ends there; max_seconds stops by the clock. Results go to out-sweep/ unless
---results names a file.
+seconds, tokens, FLOPs, params, the eval curve), found again by its key: every setting of the run as
+train.py resolves it (config files and overrides) and the data's fingerprint, less the settings that
+cannot change its outcome (NO_EFFECT). Re-running skips recorded runs and resumes stopped ones from
+their checkpoints; Ctrl-C stops the running runs (they save) and the sweep; two sweeps may share a
+results file and run folders (a run belongs to one sweep from its start to its record). Budgets
+(max_iters / max_tokens / max_flops, one value or several) become an iteration count per config and
+the learning-rate schedule ends there; max_seconds stops by the clock. With --lr_schedule=wsd the
+runs of one (config, lr, seed) at several budgets share one constant-lr run, branched at each
+budget's cooldown (Hagele et al. 2024): the same results as separate runs, at the cost of the
+longest plus the cooldowns. Results go to out-sweep/ unless --results names a file.
 """
 import collections
 import dataclasses
@@ -27,28 +34,30 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
+import threading
 import time
-from collections import namedtuple
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import torch
 
-from checkpoint import config_from_dict, read_jsonl
-from configurator import (UsageError, keys_given, lock_folder, numbers, parse_config, require,
-                          run_main, split_flags)
-from data import read_meta
+from checkpoint import config_from_dict, peek, read_jsonl
+from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
+from data import fingerprint, read_meta
+from jobs import Stopper, check_claimable, claim, release
 from model import GPTConfig, count_flops, count_params
 from results import (SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr, check_writable,
-                     config_paths, groups, markdown_table, plot_curves, plot_scaling, plot_sweep,
-                     pyplot, read_results, save_png, scaling_rows, summary_rows, tuned_lrs)
+                     config_paths, groups, key_id, markdown_table, plot_curves, plot_regime, plot_scaling,
+                     plot_sweep, pyplot, read_results, regime_groups, regime_tables, save_png,
+                     scaling_rows, summary_rows, tuned_lrs)
 from runtime import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')
-Plan = namedtuple('Plan', 'key run_dir cmd path size')  # one run: record key, folder, command
+# train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
+NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
+LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops')  # what a wsd branch changes
 
 
 @dataclass
@@ -58,15 +67,16 @@ class SweepConfig:
     sizes: list = field(default_factory=lambda: ['2x64', '4x128', '5x160'])  # LAYERSxWIDTH, heads of 32
     seeds: int = 1              # seeds 1..N per (config, lr): the init, the batches and dropout
     learning_rate: list = field(default_factory=list)  # a grid (1e-3,2e-3), 'tuned', or the config's
+    lr_scale: list = field(default_factory=list)  # a grid of multiples of each config's own lr (0.5,1,2)
     extend_lr: bool = False     # a best lr at the grid's edge: try 2x beyond it, until inside
-    max_iters: int = 0          # budget: iterations (0 and no other budget: each config's max_iters)
-    max_tokens: int = 0         # budget: equal tokens
-    max_flops: float = 0.0      # budget: equal training FLOPs (GPT.flops_per_token x tokens)
+    max_iters: list = field(default_factory=list)   # budget(s): iterations (none: each config's max_iters)
+    max_tokens: list = field(default_factory=list)  # budget(s): equal tokens
+    max_flops: list = field(default_factory=list)   # budget(s): equal training FLOPs (GPT.flops_per_token x tokens)
     max_seconds: float = 0.0    # budget: equal training seconds
     jobs: int = 1               # runs at once, each with cores/jobs threads
     results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl
     report: bool = False        # tables and plots from the results file only, no training
-    quick: bool = False         # a few-minute sweep: 2 layers of 64, 100 iterations, 2 seeds, 2 lrs
+    quick: bool = False         # a small sweep of the machinery: 2 layers of 64, 100 iterations, 2 seeds, 2 lrs
     out_prefix: str = 'out-sweep'  # run directories (and the default results file) go here
     plot: bool = False          # --plot DIR [DIR ...]: plot existing runs
     json: bool = False          # print JSON instead of markdown tables
@@ -74,13 +84,25 @@ class SweepConfig:
 
     def __post_init__(self):
         require(self, 'seeds jobs', lambda v: v >= 1, "must be at least 1")
-        require(self, 'max_iters max_tokens', lambda v: v >= 0, "must not be negative")
-        require(self, 'max_flops max_seconds', lambda v: 0 <= v < math.inf,
-                "must be a finite number, not negative")
+        require(self, 'max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
 
 
-QUICK = dict(max_iters=100, seeds=2, learning_rate=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
+QUICK = dict(max_iters=['100'], seeds=2, learning_rate=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
 QUICK_TRAIN = ['--eval_iters=10', '--eval_interval=50']  # evaluations after step 0: a curve to draw
+
+
+@dataclass
+class Plan:
+    """One run of a sweep: what it is (its key and summary fields), where, and how to train it."""
+    key: dict           # the resolved run: the record of this run is found by it
+    fields: dict        # what a record shows of it: config, size, seed, lr, budget, schedule, ...
+    run_dir: str
+    cmd: list           # train.py's command for the whole run from scratch
+    iters: int          # the iteration it ends at (None: max_seconds)
+    cost: float         # training FLOPs of the run, for the ETA
+    trunk: str = None   # wsd: the folder of the constant-lr run it branches from, else None
+    trunk_cmd: list = None  # that run's command, less its --max_iters
+    branch_at: int = 0  # wsd: the iteration where its cooldown starts
 
 
 # -----------------------------------------------------------------------------
@@ -99,63 +121,120 @@ def parse_size(text):
 
 
 def budget_of(sweep):
-    """(kind, value) of the sweep's budget: the one given, else each config's own max_iters."""
-    given = [(k, getattr(sweep, k)) for k in BUDGETS if getattr(sweep, k)]
+    """(kind, [values]) of the sweep's budget: the one given (one or more values), else each config's own
+    max_iters ([0])."""
+    given = [k for k in BUDGETS if getattr(sweep, k)]
     if len(given) > 1:
-        raise UsageError(f"give one budget, not {' and '.join(k for k, _ in given)}")
-    return given[0] if given else ('max_iters', 0)
+        raise UsageError(f"give one budget, not {' and '.join(given)}")
+    if not given:
+        return 'max_iters', [0]
+    kind = given[0]
+    if kind == 'max_seconds':
+        return kind, [sweep.max_seconds]
+    as_int = lambda t: int(float(t)) if float(t).is_integer() else math.nan  # noqa: E731 (1e6 is an int)
+    values = numbers(kind, getattr(sweep, kind), float if kind == 'max_flops' else as_int)
+    return kind, sorted(set(values))
 
 
-def plan_run(path, sweep, overrides, *, seed, lr, size):
-    """The train.py command line, the record key and the run directory of one run. Token and
-    FLOPs budgets become an iteration count per config, and the learning-rate schedule ends there
-    (lr_decay_iters), so every architecture finishes its cosine decay at the budget whatever its
-    FLOPs per token. The key holds everything that changes the outcome; the folder is named by it."""
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+
+
+def run_id(key):
+    """A run's key as the string records are matched by: settings at train.py's default value are left
+    out, so a key written before a setting existed matches the same run today, while a changed default
+    (written out in the older key) does not."""
+    return key_id({k: v for k, v in key.items() if k not in DEFAULTS or DEFAULTS[k] != v})
+
+
+def digest(key, n=10):
+    return hashlib.sha256(run_id(key).encode()).hexdigest()[:n]
+
+
+def data_fingerprint(data_dir):
+    try:
+        return fingerprint(read_meta(data_dir)) if os.path.isdir(data_dir) else None
+    except UsageError:  # train.py says what is wrong with it
+        return None
+
+
+def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
+    """The plan of one run: its train.py command, key and folder. Token and FLOPs budgets become an
+    iteration count per config, and the learning-rate schedule ends there (lr_decay_iters), so every
+    architecture finishes its decay at the budget whatever its FLOPs per token. The key is the run as
+    train.py will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
     args = [path, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
     if lr:
         args += [f'--learning_rate={lr}', f'--min_lr={lr / 10}']
     cfg = parse_config(TrainConfig, args)
-    kind, value = budget_of(sweep)
+    kind, values = budget_of(sweep)
+    value = values[0] if budget is None else budget
     tokens_per_iter = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
+    meta = read_meta(cfg.data_dir) if os.path.isdir(cfg.data_dir) else None
+    vocab = cfg.vocab_size or (meta or {}).get('vocab_size') or 50304
+    fpt = count_flops(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab}))
     iters = cfg.max_iters
     if kind == 'max_iters':
         iters = value = value or cfg.max_iters
     elif kind == 'max_tokens':
         iters = math.ceil(value / tokens_per_iter)
     elif kind == 'max_flops':
-        meta = read_meta(cfg.data_dir) if os.path.isdir(cfg.data_dir) else None
-        vocab = cfg.vocab_size or (meta or {}).get('vocab_size') or 50304
-        fpt = count_flops(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab}))
         iters = math.ceil(value / (tokens_per_iter * fpt))
+    wsd = cfg.decay_lr and cfg.lr_schedule == 'wsd'
+    # a wsd run keeps the config's warmup, so that its runs at every budget share their beginning
     budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
-              'warmup_iters': min(cfg.warmup_iters, max(iters // 10, 0))}
+              'warmup_iters': cfg.warmup_iters if wsd else min(cfg.warmup_iters, max(iters // 10, 0)),
+              'always_save_checkpoint': True}  # a run stopped at any point loses at most an eval_interval
     if kind != 'max_iters':
         budget[kind] = value
+    try:
+        run = dataclasses.replace(cfg, **budget)
+    except ValueError as e:
+        raise UsageError(f"{name} at {kind}={value:g}: {e}") from None
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
-    key = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
-               budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
-               batch_size=cfg.batch_size)
-    key.update({k: getattr(cfg, k) for k in sorted(keys_given(overrides) - set(key))})  # eval_iters...
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-    run_dir = os.path.join(sweep.out_prefix, f"{name}-{size_label}-s{seed}-lr{key['lr']:g}-"
-                                             f"{cfg.optimizer}-{kind}{value:g}-{digest}")
+    key = {'config': name, 'budget': kind, 'budget_value': value, 'data': data_fingerprint(cfg.data_dir),
+           **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT}}
+    fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
+                  budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
+                  batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant')
+    label = f"{name}-{size_label}-s{seed}-lr{cfg.learning_rate:g}-{cfg.optimizer}"
+    sched = '-wsd' if wsd else ''
+    run_dir = os.path.join(sweep.out_prefix, f"{label}{sched}-{kind}{value:g}-{digest(key)}")
     cmd = [sys.executable, TRAIN, *args, f'--out_dir={run_dir}', '--log_interval=50',
            *(f'--{k}={v}' for k, v in budget.items())]
-    return Plan(key, run_dir, cmd, path, size)
+    plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters, iters * tokens_per_iter * fpt)
+    if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
+        trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
+        plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
+        plan.branch_at = run.cooldown_start()
+        plan.trunk_cmd = [sys.executable, TRAIN, *args, f'--out_dir={plan.trunk}', '--log_interval=50',
+                          '--max_tokens=0', '--max_flops=0', '--max_seconds=0', '--always_save_checkpoint=True',
+                          f'--warmup_iters={run.warmup_iters}']
+    return plan
 
 
-def learning_rates(sweep, records, key):
-    """The sweep's lr grid for one config at one size: the values given, or 'tuned': the best mean in
-    the results file for that config on that corpus, at that size if the grid ran there."""
+def learning_rates(sweep, records, first):
+    """The sweep's lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
+    values given, multiples of the config's own (lr_scale), or 'tuned': the best mean in the results
+    file for that config on that corpus, with that schedule, at that size if the grid ran there, at the
+    largest of the sweep's iteration budgets if the grid ran there."""
+    if sweep.learning_rate and sweep.lr_scale:
+        raise UsageError("give --learning_rate (a grid, or tuned) or --lr_scale (multiples of each "
+                         "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
+        key, kind, values = first.key, *budget_of(sweep)
         same_data = [r for r in records if r['data_dir'] == key['data_dir']]
-        best = tuned_lrs(same_data, key['size']).get(key['config'])
+        kw = dict(schedule=first.fields['schedule'], budget=max(values) if kind == 'max_iters' else None)
+        best = tuned_lrs(same_data, first.fields['size'], **kw).get(key['config'])
+        if best is None and kw['budget'] is not None:
+            best = tuned_lrs(same_data, first.fields['size'], schedule=kw['schedule']).get(key['config'])
         if best is None:
             raise UsageError("--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} on {key['data_dir']} to tune from; run an lr grid "
-                             "first (--learning_rate=5e-4,1e-3,2e-3)")
+                             f"{key['config']} on {key['data_dir']} ({kw['schedule']} schedule) to tune "
+                             "from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
         return [best]
+    if sweep.lr_scale:
+        return [first.fields['lr'] * f for f in numbers('lr_scale', sweep.lr_scale, float)]
     if not sweep.learning_rate:
         return [0.0]  # the config's own
     return numbers('learning_rate', sweep.learning_rate, float)
@@ -165,36 +244,44 @@ def plan_sweep(sweep, paths, overrides, records):
     sizes = [parse_size(s) for s in sweep.sizes] if sweep.scaling else [None]
     cells = [(path, size) for size in sizes for path in paths]  # size: a dict of overrides, or None
     lrs = {(path, json.dumps(size)): learning_rates(
-        sweep, records, plan_run(path, sweep, overrides, seed=1, lr=0, size=size).key)
-        for path, size in cells}
+        sweep, records, plan_run(path, sweep, overrides, seed=1, lr=0, size=size)) for path, size in cells}
+    _, values = budget_of(sweep)
     # seed-major order: an interrupted sweep has compared every config on the same seeds so far
-    return [plan_run(path, sweep, overrides, seed=seed, lr=lrs[path, json.dumps(size)][k], size=size)
+    return [plan_run(path, sweep, overrides, seed=seed, lr=lrs[path, json.dumps(size)][k], size=size, budget=v)
             for seed in range(1, sweep.seeds + 1) for k in range(max(map(len, lrs.values())))
-            for path, size in cells if k < len(lrs[path, json.dumps(size)])]
+            for path, size in cells if k < len(lrs[path, json.dumps(size)]) for v in values]
 
 
 def beyond_the_edges(sweep, overrides, plans, records, tried):
-    """Plans for the runs that move a best lr off its grid's edge: where a config's best lr (on the
-    seeds every grid point has) is the largest (smallest) tried, the same seeds at twice (half) it."""
+    """Plans for the runs that move a best lr off its grid's edge: wherever a config's best lr at a size
+    and budget (on the seeds every grid point has) is the largest (smallest) tried, the same seeds at
+    twice (half) it, at that budget."""
     out = []
-    cells = groups([{**p._asdict(), 'size': json.dumps(p.size)} for p in plans], 'path', 'size')
-    for (path, size), ps in cells.items():
-        keys = {json.dumps(p['key'], sort_keys=True) for p in ps}
-        base = {k: v for k, v in ps[0]['key'].items() if k not in ('seed', 'lr')}
-        rs = [r for r in records if {k: r['key'].get(k) for k in base} == base]
-        if not rs or not keys & {json.dumps(r['key'], sort_keys=True) for r in rs}:
+    ignore = ('seed', 'learning_rate', 'min_lr')
+    cells = {}
+    for p in plans:
+        cells.setdefault(run_id({k: v for k, v in p.key.items() if k not in ignore}), []).append(p)
+    by_cell = {}
+    for r in records:
+        by_cell.setdefault(run_id({k: v for k, v in r['key'].items() if k not in ignore}), []).append(r)
+    for cell, ps in cells.items():
+        rs = by_cell.get(cell, [])
+        if len({r['lr'] for r in rs}) < 2:
             continue
         lrs, best = sorted({r['lr'] for r in rs}), best_lr(rs)
-        step = None if len(lrs) < 2 else 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
+        step = 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
         for seed in sorted({r['seed'] for r in rs if r['lr'] == best}) if step else []:
-            plan = plan_run(path, sweep, overrides, seed=seed, lr=best * step, size=json.loads(size))
+            p = ps[0]
+            path, size = p.cmd[2], {k: p.key[k] for k in ('n_layer', 'n_embd', 'n_head')} if sweep.scaling else None
+            plan = plan_run(path, sweep, overrides, seed=seed, lr=best * step, size=size,
+                            budget=p.fields['budget_value'])
             if plan.run_dir not in tried:
                 out.append(plan)
     return out
 
 
 # -----------------------------------------------------------------------------
-# running: independent processes, a record appended as each finishes
+# running: train.py processes, a record appended as each run finishes
 
 def read_log(run_dir):
     path = os.path.join(run_dir, 'log.jsonl')
@@ -243,13 +330,14 @@ def describe_corpus(data_dir):
     return f"{source.get('name', '?')}{f' ({about})' if about else ''} in {data_dir}"
 
 
-def record_of(key, run_dir, cmd, wall_s):
-    """The results-file record of a finished run, from its log.jsonl and config.json."""
-    rows = read_log(run_dir)
+def record_of(plan, wall_s, branched=None):
+    """The results-file record of a finished run, from its log.jsonl and config.json: its last
+    evaluation is the one at the checkpoint's iteration, or it is not a finished run."""
+    rows = read_log(plan.run_dir)
     evals = [r for r in rows if 'val_loss' in r]
-    last, cfg = rows[-1], read_config(run_dir)
+    last, cfg = rows[-1], read_config(plan.run_dir)
     model = config_from_dict(cfg)
-    return {'kind': 'sweep', 'key': key, **key, **dict(
+    return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
         val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
         val_bpb=evals[-1].get('val_bpb'), corpus=describe_corpus(cfg['data_dir']),
         train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'],
@@ -258,54 +346,187 @@ def record_of(key, run_dir, cmd, wall_s):
         n_embd=cfg['n_embd'],
         curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
                for r in evals],
-        command=' '.join(cmd[1:]), date=time.strftime('%Y-%m-%d'),
+        command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
         machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}
 
 
-def run_one(plan, env, results_path):
-    """Train one planned run in a process of its own and append its record: (record, None), or
-    (None, why)."""
-    if os.path.isdir(plan.run_dir):  # an interrupted attempt starts over, unless a run uses it
+class Sweep:
+    """The runs of one sweep command as they go: the results file, the threads' environment, the claims
+    (one run folder, one sweep: from its start to its record), the stop, and the progress lines."""
+
+    def __init__(self, sweep, results_path, stopper):
+        self.results, self.stopper = results_path, stopper
+        self.claims = os.path.join(sweep.out_prefix, '.claims')
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+        self.env = {**os.environ, 'OMP_NUM_THREADS': str(max(1, cores // sweep.jobs))}
+        self.lock, self.t0 = threading.Lock(), time.time()
+        self.done = self.left = 0.0  # FLOPs trained so far and still to train, for the ETA
+        self.recorded, self.failed, self.stopped, self.n = [], [], [], 0
+        self.dead_trunks = set()  # constant-lr runs that failed: their later branches are not tried
+
+    def claim(self, run_dir):
+        return claim(os.path.join(self.claims, os.path.basename(run_dir)), self.stopper,
+                     waiting=f"{os.path.basename(run_dir)}: another sweep is running it")
+
+    def in_file(self, key):
+        k = run_id(key)
+        return next((r for r in read_results(self.results) if run_id(r['key']) == k), None)
+
+    def train(self, cmd, resume):
+        """Run train.py; (ok, why): why a run did not end as asked, or None."""
+        t0 = time.time()
+        proc = self.stopper.run(cmd + (['--init_from=resume'] if resume else []), env=self.env)
+        if proc is None:
+            return False, None
+        if proc.returncode and self.stopper:
+            return False, 'stopped'
+        if proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ['?'])[-1]
+            return False, f"exit {proc.returncode}: {last}\n  rerun: {' '.join(cmd)}"
+        return True, time.time() - t0
+
+    def advance_trunk(self, plan):
+        """The constant-lr run of `plan` trained (or resumed) up to plan.branch_at: True, False when it
+        is already past that point (a sweep with other budgets took it further), or None (stopped or
+        failed, said)."""
+        ckpt = os.path.join(plan.trunk, 'ckpt.pt')
+        state = peek(ckpt)
+        at = (state or {}).get('iter_num')
+        if at is not None and at > plan.branch_at:
+            return False
+        if at == plan.branch_at and state.get('finished'):
+            return True
+        if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
+            shutil.rmtree(plan.trunk, ignore_errors=True)
+        cmd = plan.trunk_cmd + [f'--max_iters={plan.branch_at}',
+                                f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
+        ok, why = self.train(cmd, resume=at is not None)
+        state = peek(ckpt) or {}
+        if ok and state.get('iter_num') == plan.branch_at:
+            return True
+        if ok:
+            why = f"it ended at iter {state.get('iter_num')}, not {plan.branch_at}"
+        if why not in (None, 'stopped'):
+            self.dead_trunks.add(plan.trunk)
+        self.note(plan, None, why, trunk=True)
+        return None
+
+    def run(self, plan):
+        """Train one planned run (resumed where it stopped, or branched from its trunk) and append its
+        record, holding its folder's claim throughout."""
+        fd = self.claim(plan.run_dir)
+        if fd is None:
+            return self.note(plan, None, None)
         try:
-            os.close(lock_folder(plan.run_dir, 'a run'))
-        except UsageError as e:
-            return None, f"skipped: {e}"
-        shutil.rmtree(plan.run_dir, ignore_errors=True)
-    t0 = time.time()
-    proc = subprocess.run(plan.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          env=env)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ['?'])[-1]
-        return None, (f"failed: {plan.run_dir} (exit {proc.returncode}): {last}\n"
-                      f"  rerun: {' '.join(plan.cmd)}")
-    record = record_of(plan.key, plan.run_dir, plan.cmd, time.time() - t0)
-    append_record(results_path, record, kept=plan.run_dir)
-    return record, None
+            if self.in_file(plan.key):  # another sweep finished it while this one waited
+                return self.note(plan, None, 'recorded by another sweep')
+            state = peek(os.path.join(plan.run_dir, 'ckpt.pt'))
+            at = (state or {}).get('iter_num')
+            if at is not None and at > (plan.iters or math.inf):
+                at = None
+            branched, wall = None, 0.0
+            if at is None:
+                shutil.rmtree(plan.run_dir, ignore_errors=True)
+                if plan.trunk:
+                    trunk = self.advance_trunk(plan)
+                    if trunk is None:
+                        return None
+                    if trunk:  # a copy of the constant-lr run at the cooldown's start: resume it
+                        os.makedirs(plan.run_dir)
+                        for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+                            shutil.copy2(os.path.join(plan.trunk, name), os.path.join(plan.run_dir, name))
+                        at = plan.branch_at
+            if at is not None and plan.trunk and at >= plan.branch_at:
+                branched = f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
+            if not (state and state.get('finished') and state.get('iter_num') == plan.iters):
+                ok, wall = self.train(plan.cmd, resume=at is not None)
+                if not ok:
+                    return self.note(plan, None, wall)
+            state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
+            if not state.get('finished') or (plan.iters is not None and state.get('iter_num') != plan.iters):
+                return self.note(plan, None, f"{plan.run_dir} ended at iter {state.get('iter_num')} without "
+                                             f"finishing its {plan.iters} iterations; not recorded")
+            record = record_of(plan, wall, branched)
+            append_record(self.results, record, kept=plan.run_dir)
+            return self.note(plan, record, None)
+        finally:
+            release(fd)
+
+    def note(self, plan, record, why, trunk=False):
+        """Count and print what became of a run."""
+        with self.lock:
+            if record is not None:
+                self.recorded.append(record)
+                self.n += 1
+                self.done += plan.cost
+                dt = time.time() - self.t0
+                eta = dt / max(self.done, 1e-9) * max(self.left - self.done, 0)
+                print(f"[{self.n}] {os.path.basename(plan.run_dir)}: val {record['val_loss']:.4f} "
+                      f"({record['wall_s']:.0f}s; {dt / 60:.1f} min elapsed, ETA {eta / 60:.1f} min)",
+                      file=sys.stderr, flush=True)
+            elif why == 'stopped' or why is None:
+                self.stopped.append(plan)
+            elif why == 'recorded by another sweep':
+                self.left -= plan.cost
+                print(f"  {os.path.basename(plan.run_dir)}: {why}", file=sys.stderr, flush=True)
+            else:
+                self.failed.append(plan)
+                what = f"the constant-lr run {plan.trunk}" if trunk else plan.run_dir
+                print(f"  failed: {what} ({why})", file=sys.stderr, flush=True)
+        return record
 
 
-def run_all(sweep, plans, results_path):
-    """Run every planned run not already in the results file, `jobs` at a time, with an ETA."""
-    done = {json.dumps(r['key'], sort_keys=True) for r in read_results(results_path)}
-    todo = [p for p in plans if json.dumps(p.key, sort_keys=True) not in done]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    env = {**os.environ, 'OMP_NUM_THREADS': str(max(1, cores // sweep.jobs))}
-    print(f"{len(todo)} runs to do ({len(plans) - len(todo)} already in {results_path}), "
-          f"{sweep.jobs} at a time, {env['OMP_NUM_THREADS']} thread(s) each", file=sys.stderr,
+def units(plans):
+    """The plans as units of work for the threads, in plan order: a run on its own, or every run that
+    branches from one constant-lr run, in the order of their branch points."""
+    out = {}
+    for p in plans:
+        out.setdefault(p.trunk or p.run_dir, []).append(p)
+    return [sorted(u, key=lambda p: p.branch_at) for u in out.values()]
+
+
+def run_unit(unit, runs):
+    for plan in unit:
+        if runs.stopper or plan.trunk in runs.dead_trunks:  # (a failed trunk was said once)
+            runs.note(plan, None, None)
+        else:
+            runs.run(plan)
+
+
+def run_all(sweep, plans, results_path, stopper):
+    """Run every planned run not already in the results file, `jobs` at a time, with an ETA; True when
+    every one is recorded. A signal stops them all: the running ones save, none more starts."""
+    done = {run_id(r['key']) for r in read_results(results_path)}
+    todo = [p for p in plans if run_id(p.key) not in done]
+    runs = Sweep(sweep, results_path, stopper)
+    work = units(todo)
+    for unit in work:  # the FLOPs each run adds: a branch, its part of the trunk and its cooldown
+        for before, p in zip([None] + unit[:-1], unit):
+            if p.trunk and before is not None:
+                p.cost *= (p.iters - before.branch_at) / p.iters
+    runs.left = sum(p.cost for p in todo)
+    chains = sum(1 for u in work if u[0].trunk)
+    how = f" ({chains} constant-lr runs branched into cooldowns)" if chains else ""
+    print(f"{len(todo)} runs to do{how} ({len(plans) - len(todo)} already in {results_path}), "
+          f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each", file=sys.stderr,
           flush=True)
-    started, failed = time.time(), 0
     with ThreadPoolExecutor(max_workers=sweep.jobs) as pool:
-        futures = {pool.submit(run_one, plan, env, results_path): plan for plan in todo}
-        for n, fut in enumerate(as_completed(futures), 1):
-            record, why = fut.result()
-            failed += record is None
-            dt = time.time() - started
-            print(f"  {why}" if why else f"[{n}/{len(todo)}] {os.path.basename(futures[fut].run_dir)}"
-                  f": val {record['val_loss']:.4f} ({record['wall_s']:.0f}s; {dt / 60:.1f} min "
-                  f"elapsed, ETA {dt / n * (len(todo) - n) / 60:.1f} min)", file=sys.stderr, flush=True)
-    retry = f", {failed} failed (rerun the same command to retry them)" if failed else ""
-    print(f"sweep: {len(todo) - failed} runs in {(time.time() - started) / 60:.1f} min{retry}",
-          file=sys.stderr)
-    return not failed
+        futures = [pool.submit(run_unit, u, runs) for u in work]
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=0.5)  # the main thread stays free for signals
+        for f in futures:
+            f.result()  # a bug in a thread is a traceback here, not a silent hole
+    minutes = (time.time() - runs.t0) / 60
+    if stopper:
+        n_saved = sum(1 for p in runs.stopped if any(os.path.isfile(os.path.join(d, 'ckpt.pt'))
+                                                     for d in (p.run_dir, p.trunk) if d))
+        print(f"stopped: {len(runs.recorded)} runs finished and recorded in {results_path} in {minutes:.1f} "
+              f"min, {len(runs.stopped)} not finished ({n_saved} saved mid-way), {len(runs.failed)} failed; "
+              f"continue with: python sweep.py {' '.join(sys.argv[1:])}", file=sys.stderr, flush=True)
+        raise SystemExit(stopper.exit_code())
+    retry = f", {len(runs.failed)} failed (rerun the same command to retry them)" if runs.failed else ""
+    print(f"sweep: {len(runs.recorded)} runs in {minutes:.1f} min{retry}", file=sys.stderr)
+    return not runs.failed
 
 
 # -----------------------------------------------------------------------------
@@ -334,34 +555,51 @@ def plot_runs(run_dirs, png):
     return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss')
 
 
-def report(sweep, results_path, png):
-    records = read_results(results_path)
+def report(sweep, results_path, png, only=None):
+    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own)."""
+    records = [r for r in read_results(results_path) if only is None or run_id(r['key']) in only]
     if not records:
         raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
     rows = summary_rows(records)
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
-    parts = groups(rows, 'data', 'budget', 'optimizer')  # a table each, at its size with most runs
-    several = len({k[0] for k in parts}) > 1  # corpora: then each plot's name says which
+    say = (lambda *a: None) if sweep.json else print
+    several = len({r['data'] for r in rows}) > 1  # corpora: then each plot's name says which
     plotted = []
-    for (data, budget, opt), rs in parts.items():
+    regimes = regime_groups(rows)
+    for (data, size, opt, sched, kind), rs in regimes.items():  # does the ranking hold as training grows?
+        say(f"\n### {rs[0]['corpus']}: size {size}, {opt}, {sched} schedule, {kind} from "
+            f"{min(r['budget_value'] for r in rs):g} to {max(r['budget_value'] for r in rs):g}\n")
+        say(regime_tables(rs))
+        corpus = f"-{os.path.basename(data)}" if several else ''
+        name = png.replace('.png', f"-{size}-{sched}{corpus}-regime.png")
+        seeds = max(r['n'] for r in rs)
+        title = (f"{rs[0]['corpus']}: {size}, {opt}, {sched}, best lr of each grid at every budget, "
+                 f"up to {seeds} seeds")
+        if plot_regime(rs, name, title):
+            plotted.append(name)
+    in_regime = {(r['data'], r['size'], r['optimizer'], r['schedule'], r['kind']) for rs in regimes.values()
+                 for r in rs}
+    parts = groups(rows, 'data', 'budget', 'optimizer', 'schedule')  # a table each, at its size with most runs
+    for (data, budget, opt, sched), rs in parts.items():
         main_size = collections.Counter(r['size'] for r in rs).most_common(1)[0][0]
         main = [r for r in rs if r['size'] == main_size]
-        if not sweep.json:
-            print(f"\n### {rs[0]['corpus']}: {budget}, {opt}, size {main_size}\n")
-            print(markdown_table(main, SUMMARY_COLUMNS))
+        say(f"\n### {rs[0]['corpus']}: {budget}, {opt}, {sched} schedule, size {main_size}\n")
+        say(markdown_table(main, SUMMARY_COLUMNS))
+        if (data, main_size, opt, sched, main[0]['kind']) in in_regime:
+            continue  # its plot is the regime view's
         corpus = f"-{os.path.basename(data)}" if several else ''
-        name = png.replace('.png', f"-{budget.replace('=', '')}-{opt}{corpus}.png") \
-            if len(parts) > 1 else png
-        if plot_sweep(main, name):
+        name = png.replace('.png', f"-{budget.replace('=', '')}-{opt}{corpus}.png") if len(parts) > 1 else png
+        title = f"{rs[0]['corpus']}: size {main_size}, {budget}, {opt}, {sched}, up to {max(r['n'] for r in main)} seeds"
+        if plot_sweep(main, name, title):
             plotted.append(name)
-    for (data, kind, opt), rs in groups(rows, 'data', 'kind', 'optimizer').items():  # every size
-        if len({r['size'] for r in rs}) > 1:
-            if not sweep.json:
-                print(f"\n### scaling on {rs[0]['corpus']}: {kind}, {opt}\n")
-                print(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
+    for (data, kind, opt, sched), rs in groups(rows, 'data', 'kind', 'optimizer', 'schedule').items():
+        if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
+            say(f"\n### scaling on {rs[0]['corpus']}: {kind}, {opt}, {sched} schedule (gpt's frontier: "
+                "its best point at any size and budget)\n")
+            say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
             corpus = f"-{os.path.basename(data)}" if several else ''
-            name = png.replace('.png', f"-{kind}-{opt}{corpus}-scaling.png")
+            name = png.replace('.png', f"-{kind}-{opt}{'' if sched == 'cosine' else '-' + sched}{corpus}-scaling.png")
             if plot_scaling(rs, name):
                 plotted.append(name)
     for p in plotted:
@@ -386,6 +624,9 @@ def main(argv):
             print(f"plot: {png}", file=sys.stderr)
         return rows
     given = keys_given(argv)
+    if 'sizes' in given and not sweep.scaling:
+        raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
+                         "--n_layer, --n_embd and --n_head")
     if sweep.quick:  # a few-minute version of the same sweep, at tiny sizes
         sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given})
         overrides = [*QUICK_TRAIN, *overrides]
@@ -402,17 +643,20 @@ def main(argv):
         if sweep.max_seconds and sweep.jobs > 1:
             print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not "
                   "equal work", file=sys.stderr)
+        check_claimable(os.path.join(sweep.out_prefix, '.claims'))
         plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
-        ok, tried = run_all(sweep, plans, results_path), {p.run_dir for p in plans}
-        while sweep.extend_lr and ok:  # until every best lr lies inside its grid
-            more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
-            if not more:
-                break
-            print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge",
-                  file=sys.stderr)
-            ok, plans = run_all(sweep, more, results_path), plans + more
-            tried |= {p.run_dir for p in more}
-    rows = report(sweep, results_path, png)
+        with Stopper(what='train.py runs') as stopper:
+            ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
+            while sweep.extend_lr and ok:  # until every best lr lies inside its grid
+                more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
+                if not more:
+                    break
+                print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge",
+                      file=sys.stderr)
+                ok, plans = run_all(sweep, more, results_path, stopper), plans + more
+                tried |= {p.run_dir for p in more}
+        only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
+    rows = report(sweep, results_path, png, only=None if sweep.report else only)
     if not ok:
         raise UsageError(f"some runs failed (see above); {results_path} keeps every finished run")
     return rows

@@ -95,19 +95,6 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch, capsys):
 # -----------------------------------------------------------------------------
 # quality mode: seeds, lr grid, budgets, results file, scaling and compute multipliers
 
-@pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-    import prepare
-    folder = tmp_path_factory.mktemp('bench_data')
-    words = "the a cat dog sat ran on under mat log and then it was big small red".split()
-    import numpy as np
-    rng = np.random.default_rng(0)
-    corpus = folder / 'corpus.txt'
-    corpus.write_text(''.join(' '.join(rng.choice(words, size=12)) + '.\n' for _ in range(500)))
-    prepare.main([f'--input={corpus}', f'--out_dir={folder / "data"}'])
-    return str(folder / 'data')
-
-
 TRAIN_TINY = ['--device=cpu', '--dtype=float32', '--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16',
               '--batch_size=4', '--gradient_accumulation_steps=1', '--eval_iters=2', '--eval_interval=4',
               '--log_interval=1', '--warmup_iters=1', '--lr_decay_iters=20', '--bias=False']
@@ -157,27 +144,28 @@ def test_compute_multiplier_on_synthetic_curves():
     # gpt: loss = 10 - 0.5 log10(F) at 1e10, 1e11, 1e12 FLOPs (5.0, 4.5, 4.0)
     ref = [(f, 10 - 0.5 * math.log10(f)) for f in (1e10, 1e11, 1e12)]
     # an architecture reaching at 1e11 what gpt reaches at 3e11: multiplier 3
-    m, why = R.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
-    assert m == pytest.approx(3.0) and why is None
-    m, _ = R.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
+    m, why, used = R.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
+    assert m == pytest.approx(3.0) and why is None and used == tuple(ref[1:])  # read between 1e11 and 1e12
+    m, _, _ = R.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
     assert m == pytest.approx(0.25)
-    m, why = R.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
-    assert m is None and why.startswith('> 1.00') and 'below' in why
-    m, why = R.compute_multiplier(ref, 1e10, 9.0)
+    m, why, used = R.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
+    assert m is None and why.startswith('> 1.00') and 'below' in why and used == ()
+    m, why, _ = R.compute_multiplier(ref, 1e10, 9.0)
     assert m is None and 'above' in why
     # unsorted input and a non-uniform grid
     ref2 = [(1e12, 2.0), (1e10, 3.0), (4e10, 2.5)]
-    m, _ = R.compute_multiplier(ref2, 1e10, 2.5)
+    m, _, _ = R.compute_multiplier(ref2, 1e10, 2.5)
     assert m == pytest.approx(4.0)
     # a larger gpt run that ends worse than a smaller one is off the frontier: it neither sets the
     # bound nor bends the curve, and gpt's own point there reads as off the frontier
     ref3 = ref + [(1e13, 4.2)]
     assert R.frontier(ref3) == sorted(ref)
-    m, why = R.compute_multiplier(ref3, 1e11, 3.5)
+    m, why, _ = R.compute_multiplier(ref3, 1e11, 3.5)
     assert m is None and why.startswith('> 10.00')
-    m, _ = R.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
+    m, _, _ = R.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
     assert m == pytest.approx(3.0)
-    rows = [dict(config='gpt', data='d', kind='max_iters', optimizer='adamw', flops=f, val=l) for f, l in ref3]
+    rows = [dict(config='gpt', data='d', kind='max_iters', optimizer='adamw', schedule='cosine', flops=f, val=l,
+                 tuned=True) for f, l in ref3]
     marks = {r['flops']: r['multiplier'] for r in R.scaling_rows(rows)}
     assert marks[1e12] == '1.00' and marks[1e13].endswith("(off gpt's frontier)")
 
@@ -202,7 +190,7 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
         R.append_record(str(path), r)
     with open(path, 'a') as f:
         f.write('{"key": {"config": "cut sho')  # a line cut short by a killed sweep
-    assert R.read_results(str(path)) == recs
+    assert R.read_results(str(path)) == [{**r, 'schedule': 'cosine'} for r in recs]  # (no schedule: cosine)
     rows = sweep.report(sweep.SweepConfig(), str(path), str(tmp_path / 'sweep.png'))
     gpt, gmlp = rows
     assert (gpt['config'], gpt['lr'], gpt['n']) == ('gpt', 2e-3, 3) and gpt['val'] == pytest.approx(1.47)
@@ -220,15 +208,21 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
-def test_scaling_report_has_multipliers(tmp_path, capsys):
+@pytest.mark.parametrize('gpt_grid', [True, False])
+def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
+    """Multipliers are measured on a gpt frontier whose points each had an lr grid with the best inside,
+    and are upper bounds (≤) where gpt ran one lr."""
     path = str(tmp_path / 'scaling.jsonl')
     for size, f, g_loss, m_loss in [('2x64', 1e10, 3.0, 2.9), ('4x128', 1e11, 2.5, 2.45), ('6x192', 1e12, 2.0, 1.9)]:
         R.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
+        for lr in (5e-4, 2e-3) if gpt_grid else ():  # both worse: 1e-3 is the best, inside the grid
+            R.append_record(path, fake_record('gpt', 1, lr, g_loss + 0.1, size=size, flops=f))
         R.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
     sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'scaling.png'))
     out = capsys.readouterr().out
     # gmlp at 1.1e11 reaches 2.45: gpt needs 1e11 * 10^(0.05/0.5) = 1.259e11 -> 1.14x
-    assert '| gmlp | 4x128 |' in out and '| 1.14 |' in out
+    assert '| gmlp | 4x128 |' in out
+    assert ('| 1.14 |' in out) == gpt_grid and ("| ≤ 1.14 (gpt's lr not tuned there) |" in out) != gpt_grid
     assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
     if R.pyplot() is not None:
         assert os.path.exists(tmp_path / 'scaling-scaling.png') or os.path.exists(tmp_path / 'scaling.png')

@@ -28,7 +28,8 @@ from model import GPT, GPTConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
-ARCHS = ('gpt', 'gpt_rope', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama')
+ARCHS = ('gpt', 'gpt_rope', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama', 'llama_gelu',
+         'llama_primer')
 
 # a small model that trains in milliseconds per iteration
 TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
@@ -220,6 +221,46 @@ def test_resume_equals_straight_through_bitwise(data_dir, tmp_path):
     a = checkpoint.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
     b = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     assert a['iter_num'] == b['iter_num'] == 12
+    for k, v in a['model'].items():
+        assert torch.equal(v, b['model'][k]), k
+
+
+def test_wsd_schedule_is_constant_then_decays_to_min_lr_at_its_budget():
+    """Warmup as cosine's, then learning_rate until the cooldown (the last cooldown_frac of
+    lr_decay_iters), then down to min_lr, reached at lr_decay_iters (the budget) and kept after: so
+    the runs of one lr at any budgets share every step before the shortest one's cooldown."""
+    cfg = runtime.TrainConfig(lr_schedule='wsd', learning_rate=1e-2, min_lr=1e-3, warmup_iters=10,
+                              lr_decay_iters=100, max_iters=100)
+    cosine = runtime.TrainConfig(learning_rate=1e-2, min_lr=1e-3, warmup_iters=10, lr_decay_iters=100)
+    lrs = [cfg.lr_at(it) for it in range(120)]
+    assert lrs[:10] == [cosine.lr_at(it) for it in range(10)]
+    assert cfg.cooldown_start() == 80 and all(lr == 1e-2 for lr in lrs[10:80])
+    assert lrs[80] == pytest.approx(1e-2, rel=1e-12)  # the cooldown's first step: 1 - sqrt(0), up to rounding
+    assert all(a > b for a, b in zip(lrs[80:100], lrs[81:101])) and lrs[100] == 1e-3 and set(lrs[100:]) == {1e-3}
+    assert lrs[90] == pytest.approx(1e-3 + 9e-3 * (1 - math.sqrt(0.5)))  # the 1 - sqrt cooldown
+    longer = runtime.TrainConfig(**{**vars(cfg), 'lr_decay_iters': 400, 'max_iters': 400})
+    assert [longer.lr_at(it) for it in range(80)] == lrs[:80]  # a prefix of every longer run
+    with pytest.raises(ValueError, match="cooldown .* starts at iter 9, inside warmup_iters=10"):
+        runtime.TrainConfig(lr_schedule='wsd', warmup_iters=10, lr_decay_iters=11)
+    with pytest.raises(ValueError, match='cooldown_frac must be in'):
+        runtime.TrainConfig(lr_schedule='wsd', cooldown_frac=0.0)
+    with pytest.raises(ValueError, match="unknown|not one of"):
+        runtime.TrainConfig(lr_schedule='linear')
+
+
+def test_resume_in_the_middle_of_a_cooldown_is_exact(data_dir, tmp_path):
+    wsd = ['--lr_schedule=wsd', '--lr_decay_iters=12', '--cooldown_frac=0.5', '--warmup_iters=2']
+    run(data_dir, tmp_path / 'straight', *wsd, '--max_iters=12')
+    run(data_dir, tmp_path / 'split', *wsd, '--max_iters=9')  # the cooldown runs from iteration 6 to 12
+    run(data_dir, tmp_path / 'split', *wsd, '--max_iters=12', '--init_from=resume')
+    a_steps, a_evals = read_log(tmp_path / 'straight')
+    b_steps, b_evals = read_log(tmp_path / 'split')
+    assert [a_steps[it]['lr'] for it in range(12)] == [b_steps[it]['lr'] for it in range(12)]
+    assert a_steps[5]['lr'] == 1e-2 and all(a_steps[it]['lr'] > a_steps[it + 1]['lr'] for it in range(6, 11))
+    assert [a_steps[it]['loss'] for it in range(12)] == [b_steps[it]['loss'] for it in range(12)]
+    assert a_evals[12]['val_loss'] == b_evals[12]['val_loss']
+    a = checkpoint.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     for k, v in a['model'].items():
         assert torch.equal(v, b['model'][k]), k
 
