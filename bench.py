@@ -15,10 +15,15 @@ with. Peak memory is CUDA's max allocated, or on CPU the growth of the peak resi
 process per config (torch itself excluded). Quality (val loss over seeds and learning rates) is
 sweep.py's.
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import dataclasses
 import json
 import multiprocessing
-import os
 import resource
 import sys
 import time

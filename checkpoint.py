@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from configurator import UsageError, atomic_write, disk_full, lock_folder, write_error
-from data import fsync_dir
+from data import describe_data, fingerprint, fsync_dir
 from model import GPT, GPTConfig
 from tokenizer import describe_tokenizer, tokenizer_of
 
@@ -129,6 +129,22 @@ def check_resumable(ckpt, cfg, meta, path):
                          f"was trained with {describe_tokenizer(ckpt['meta'])}; resume on data "
                          "prepared with the checkpoint's tokenizer, or train this data in a new "
                          "out_dir")
+    switch = data_switch(ckpt, meta)
+    if switch and not cfg.new_data:  # one val curve, one corpus
+        raise UsageError(f"{cfg.data_dir} holds {switch['data_switch']['to']}, but {path} was trained on "
+                         f"{switch['data_switch']['from']}; resume on that data, or pass --new_data=True "
+                         "to go on training on this one (fine-tuning: log.jsonl marks the switch)")
+
+
+def data_switch(ckpt, meta):
+    """A log row for a resume on other data than the checkpoint's (same tokenizer), or None."""
+    old = ckpt.get('meta')
+    if old is None or meta is None or fingerprint(old) == fingerprint(meta):
+        return None
+    before, after = describe_data(old), describe_data(meta)
+    if before == after:  # the same name and source: the fingerprints tell them apart
+        before, after = f"{before} (data {fingerprint(old)})", f"{after} (data {fingerprint(meta)})"
+    return {'iter': ckpt['iter_num'], 'data_switch': {'from': before, 'to': after}}
 
 
 def rng_state():
@@ -299,9 +315,10 @@ class RunFiles:
                     raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} "
                                      f"({e.strerror}: {e.filename}); fix that, or use another "
                                      "out_dir") from None
-        if os.path.isfile(self.ckpt_path) and not os.path.isfile(self.config_path):  # killed between the two
-            self.write(self.config_path, lambda f: f.write(json.dumps(load_checkpoint(self.ckpt_path)['config'],
-                                                                      indent=1).encode()))
+        if self.cfg.init_from == 'resume' and os.path.isfile(self.ckpt_path) and not os.path.isfile(self.config_path):
+            saved = load_checkpoint(self.ckpt_path).get('config')  # killed between the two writes
+            if saved:  # (a scratch run moves what is there to prev/ as it is, readable or not)
+                self.write(self.config_path, lambda f: f.write(json.dumps(saved, indent=1).encode()))
         rows = []
         if self.cfg.init_from == 'resume' and os.path.exists(self.log_path):
             # an eval row at start_iter came before the checkpoint; step rows from start_iter on did
@@ -379,16 +396,20 @@ class RunFiles:
         self.settle(self.pid)
         fsync_dir(self.out_dir)
         if moves:
-            print(f"note: {self.out_dir} held a checkpoint: the previous run (ckpt.pt, log.jsonl, "
-                  f"config.json) is kept in {self.prev}/; --init_from=resume continues a run "
-                  "instead of starting over")
+            odd = peek(os.path.join(self.prev, 'ckpt.pt')) == {}
+            print(f"note: {self.out_dir} held a checkpoint{' that cannot be read' * odd}: the previous run "
+                  f"(ckpt.pt, log.jsonl, config.json) is kept in {self.prev}/"
+                  + ("" if odd else "; --init_from=resume continues a run instead of starting over"))
         else:
             print(f"note: {self.out_dir} held a run stopped before its end with less training than "
                   f"the one in {self.prev}/, which stays; this run replaces it")
 
     def write_row(self, row):
+        """One JSON object per line; a value that is not a finite number (an MFU figured from a bad peak)
+        is written as null: NaN and Infinity are not JSON, and would stop every reader of the log."""
+        row = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
         try:
-            self.log.write(json.dumps(row) + '\n')
+            self.log.write(json.dumps(row, allow_nan=False) + '\n')
             self.log.flush()  # readable while the run goes on (sweep.py --plot, tail -f)
         except OSError as e:
             raise write_error(self.log_name, e, self.kept(e)) from None

@@ -12,6 +12,7 @@ import errno
 import inspect
 import os
 import re
+import signal
 import sys
 import types
 
@@ -194,6 +195,7 @@ def help_text(cls, usage=None, doc=None):
 def run_main(main):
     """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
     a closed stdout pipe exits quietly."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt from here on
     try:
         main(sys.argv[1:])
     except UsageError as e:
@@ -253,10 +255,21 @@ def atomic_write(path, write, *, then=''):
             os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
+        if caused_by(e, KeyboardInterrupt):  # a second Ctrl-C inside torch.save, which wraps it: a Ctrl-C
+            raise KeyboardInterrupt from None
         raise write_error(path, e, then) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def caused_by(e, kind):
+    """Whether `e` or an exception it was raised from (or while handling) is a `kind`."""
+    while e is not None:
+        if isinstance(e, kind):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def write_error(path, e, then=''):

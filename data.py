@@ -184,9 +184,23 @@ def fingerprint(meta):
     if meta is None:
         return None
     what = {k: meta.get(k) for k in DATA_FIELDS}
-    if isinstance(what.get('source'), dict):
-        what['source'] = {k: v for k, v in what['source'].items() if k != 'root'}
+    source = what['source'] if isinstance(what['source'], dict) else {}
+    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}  # where it was found
+    if 'sha256' not in source:  # a source with no hash of its own (a folder of text): its tokens' hash
+        what['token_sha256'] = meta.get('token_sha256')
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def describe_data(meta, data_dir=None):
+    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': which data a meta.json
+    describes, in a few words; 'data 0123456789ab' (its fingerprint) where it names no source."""
+    if meta is None:
+        return f"raw shards{f' in {data_dir}' if data_dir else ''}"
+    source = meta.get('source') if isinstance(meta.get('source'), dict) else {}
+    sha = source.get('sha256') and f"sha256 {source['sha256'][:12]}"
+    about = ', '.join(v for v in (source.get('python'), sha) if v)
+    name = source.get('name') or f"data {fingerprint(meta)}"
+    return f"{name}{f' ({about})' if about else ''}" + (f" in {data_dir}" if data_dir else '')
 
 
 def open_dataset(data_dir):
@@ -221,6 +235,7 @@ class DatasetWriter:
         self.done = {'train': [], 'val': []}  # names of complete shards
         self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
         self.max_id = {}
+        self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens, in order
         self.f, self.split, self.n = None, None, 0  # the shard being written
         self.lock = None
 
@@ -261,7 +276,9 @@ class DatasetWriter:
                     self.f, self.split = open(self.paths[-1], 'wb'), split
                     self.f.write(shard_header(0, self.dtype))
                 take = ids[:self.limit - self.n]
-                self.f.write(take.astype(self.dtype, copy=False).tobytes())
+                data = take.astype(self.dtype, copy=False).tobytes()
+                self.sha[split].update(data)
+                self.f.write(data)
                 self.n, ids = self.n + len(take), ids[len(take):]
                 if self.n == self.limit:
                     self.close_shard()
@@ -289,7 +306,7 @@ class DatasetWriter:
         self.close_shard()
         per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
         meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte, max_id=self.max_id, run=self.run,
-                    shards=self.done)
+                    shards=self.done, token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
         fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
         atomic_write(os.path.join(self.out_dir, 'meta.json'),
                      lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
@@ -406,8 +423,11 @@ class Batches:
         self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
         self.ends = np.cumsum(self.starts)
         if self.ends[-1] == 0:
-            raise UsageError(f"{os.path.dirname(paths[0])}: every shard is shorter than block_size + 1 = "
-                             f"{block_size + 1} tokens; lower block_size or prepare more text")
+            split = os.path.basename(paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
+            longest = max(len(s) for s in self.shards)
+            raise UsageError(f"{os.path.dirname(paths[0])}: the {split} split holds no window of block_size + 1 "
+                             f"= {block_size + 1} tokens (its longest shard: {longest:,}); lower block_size, "
+                             f"or prepare more text{' (or a larger --val_fraction)' if split == 'val' else ''}")
 
     def get(self, *key):
         rng = np.random.default_rng([self.seed, *key])

@@ -28,8 +28,8 @@ class Stopper:
     and so on. `run` starts no child once stopped.
     """
 
-    def __init__(self, *, what='runs'):
-        self.signum, self.what = None, what
+    def __init__(self, *, what='runs', stopping=None):
+        self.signum, self.what, self.stopping = None, what, stopping  # stopping: what the first signal does
         self.procs, self.lock, self.previous = set(), threading.Lock(), {}
 
     def __enter__(self):
@@ -50,9 +50,10 @@ class Stopper:
         with self.lock:
             procs = list(self.procs)
         name = signal.Signals(signum).name
+        first = self.stopping or (f"{len(procs)} running {self.what} save their checkpoints and stop, none "
+                                  f"more starts; {name} again to abort them")
         print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort" if again else
-                               f"stopping: {len(procs)} running {self.what} save their checkpoints and stop, "
-                               f"none more starts; {name} again to abort them"), file=sys.stderr, flush=True)
+                               f"stopping: {first}"), file=sys.stderr, flush=True)
         for p in procs:
             self.send(p, signum)
 

@@ -87,6 +87,9 @@ class GPTConfig:
                 raise ValueError(f"{name} must be 0 (auto) or positive, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 < self.rope_base < math.inf:  # (written so that nan fails too)
+            raise ValueError(f"rope_base must be a positive finite number (RoFormer's and LLaMA's: 10000), "
+                             f"got {self.rope_base!r}")
         heads = [h for h in range(1, 17) if self.n_embd % h == 0]
         if self.block == 'transformer':
             if self.n_embd % self.n_head:
@@ -733,8 +736,9 @@ class GPT(nn.Module):
                     cache = DecodeCache(self.config.n_layer, fixed=fixed)
                     logits, _ = self(idx[:, -bs:], cache=cache)
                     filled = min(idx.size(1), bs)
-                else:
-                    logits, _ = (self if step is None else step)(idx[:, -1:].contiguous(), cache=cache)
+                else:  # the token sampled last: (B, 1) of strides (1, 1) at every step and batch size
+                    # (a slice of idx would carry idx's growing row stride: a recompile per token)
+                    logits, _ = (self if step is None else step)(idx_next, cache=cache)
                     filled += 1
             idx_next = sample_next(logits[:, -1, :].float(), temperature, top_k, top_p, generator)
             idx = torch.cat((idx, idx_next), dim=1)

@@ -21,9 +21,14 @@ readers use only the shards meta.json lists); only then are the old shards remov
 any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
 complete new one, at the cost of room for both while the new one is written.
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import dataclasses
 import functools
-import os
 import shlex
 import sys
 import time

@@ -29,14 +29,20 @@ arXiv:2511.16893) times `budget`, stopping early at stop_acc, at each learning r
 one solves it. Each run appends one record to the results file as it ends; a rerun skips finished
 runs.
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import dataclasses
 import hashlib
 import json
 import math
 import multiprocessing
-import os
 import platform
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -44,13 +50,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from configurator import UsageError, keys_given, numbers, parse_config, require, run_main
+from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
+from jobs import Stopper
 from model import GPT, GPTConfig
-from results import append_record, arch_key, check_writable, config_paths, pyplot, read_results, save_png
+from results import append_record, arch_key, check_writable, config_paths, plot_probe, probe_table, read_results
 from runtime import TrainConfig, duration
 
 FILLER = 0  # the pad token between queries; never a key or a value
 VIEWS = ('mixer', 'block')
+STOP = threading.Event()  # set when probe.py is stopped: a cell running in this process ends
 
 
 @dataclass
@@ -86,6 +94,7 @@ class ProbeConfig:
         require(self, 'stop_acc', lambda v: 0 < v <= 1, "must be in (0, 1]")
         require(self, 'budget', lambda v: 0 < v < math.inf, "must be a positive number")
         require(self, 'warmup_frac', lambda v: 0 <= v < 1, "must be in [0, 1)")
+        require(self, 'weight_decay', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
         require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")
         bad = [v for v in self.views if v not in VIEWS]
         if bad:
@@ -161,11 +170,11 @@ def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
 # -----------------------------------------------------------------------------
 # one run: a config's mixer or block at the probe's shape, trained as train.py trains
 
-def model_args(path, probe, *, view, width, T):
-    """The GPTConfig fields of config file `path` at the probe's shape; in the mixer view without its
-    channel MLP (ffn='none') when it is a transformer block. Block type, attention, positions, norms and
-    biases stay the file's."""
-    cfg = parse_config(TrainConfig, [path])
+def model_args(path, probe, *, view, width, T, overrides=()):
+    """The GPTConfig fields of config file `path` (with train.py `overrides`: --bias=True) at the probe's
+    shape; in the mixer view without its channel MLP (ffn='none') when it is a transformer block. Block
+    type, attention, positions, norms and biases stay the file's."""
+    cfg = parse_config(TrainConfig, [path, *overrides])
     args = {**cfg.model_args(), 'n_layer': probe.n_layer, 'n_embd': width, 'n_head': max(1, width // probe.head_size),
             'block_size': T, 'vocab_size': probe.vocab_size, 'dropout': 0.0, 'match_params': '', 'ffn_hidden': 0,
             'gmlp_d_ffn': 0}
@@ -230,6 +239,8 @@ def train_cell(args, probe, key, log):
                       f"{acc:.3f}, loss {loss:.3f} ({duration(time.time() - t0)})", file=sys.stderr, flush=True)
             if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
                 break
+        if STOP.is_set():  # probe.py was stopped: this run is not recorded
+            return None
         for group in optimizer.param_groups:
             group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
         X, Y = batch_at(probe.seed, 0, step, batch=probe.batch_size, **data)
@@ -252,7 +263,7 @@ def train_cell(args, probe, key, log):
 # -----------------------------------------------------------------------------
 # the grid: cells run in worker processes, a record appended as each run ends
 
-def plan(probe, paths, widths, seq_lens, pairs, lrs):
+def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
     """[(cell, [run keys, one per lr], model args, configs sharing that model)] for every cell not solved
     in the results file; configs whose models are the same share one cell."""
     done = {json.dumps(r['key'], sort_keys=True): r for r in read_results(probe.results, 'probe')}
@@ -263,9 +274,9 @@ def plan(probe, paths, widths, seq_lens, pairs, lrs):
                 for width in widths:
                     # gpt's cell first: the calibration the other numbers rest on
                     for path in sorted(paths, key=lambda p: arch_key(os.path.basename(p)[:-3])):
-                        args = model_args(path, probe, view=view, width=width, T=T)
+                        args = model_args(path, probe, view=view, width=width, T=T, overrides=overrides)
                         keys = [run_key(probe, args, view=view, T=T, N=N, lr=lr) for lr in lrs]
-                        name = os.path.basename(path)[:-3]
+                        name = ' '.join([os.path.basename(path)[:-3], *overrides])  # gpt_rope --bias=True
                         cell = (view, width, T, N, keys[0]['model'])
                         cells.setdefault(cell, (keys, args, []))[2].append(name)
     todo = []
@@ -281,22 +292,24 @@ def cost(key):
     return key['steps'] * key['batch'] * key['T'] * key['width']
 
 
-def run_grid(probe, todo):
+def run_grid(probe, todo, stopper=None):
     """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while none
-    so far reached stop_acc. Returns the number of runs made."""
+    so far reached stop_acc. (runs recorded, cells cut short): a signal to `stopper` cuts the running
+    cells short (they start over on a rerun) and starts no more; every finished run is recorded."""
     t_start, n_runs, work_done = time.time(), 0, 0.0
     queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
-    # jobs > 1: worker processes of one thread each; jobs = 1: in this process (no start-up), every
-    # thread
-    pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'))
+    # jobs > 1: worker processes of one thread each, deaf to a terminal's Ctrl-C (this process stops
+    # them); jobs = 1: in this process (no start-up), every thread
+    pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'),
+                                initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
             if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
-    with pool:
-        while queue or pending:
+    try:
+        while (queue or pending) and not stopper:
             while queue and len(pending) < probe.jobs:
                 item = queue.pop(0)
                 pending[submit(pool, probe, item, 0)] = (item, 0)
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in finished:
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in [f for f in finished if not stopper]:
                 item, i = pending.pop(fut)
                 names = sorted(item[3], key=arch_key)
                 record = {**fut.result(), 'configs': names, 'config': names[0],
@@ -312,7 +325,14 @@ def run_grid(probe, todo):
                       f"d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc {record['acc']:.3f} at step "
                       f"{record['steps_run']}/{k['steps']} ({duration(record['seconds'])}); elapsed "
                       f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
-    return n_runs
+    finally:
+        if stopper:  # the running cells have nothing to save: stopped now, not waited for
+            STOP.set()  # (a cell in this process stops at its next step)
+            for proc in list(getattr(pool, '_processes', {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        STOP.clear()
+    return n_runs, len(pending)
 
 
 def submit(pool, probe, item, i):
@@ -321,105 +341,22 @@ def submit(pool, probe, item, i):
 
 
 # -----------------------------------------------------------------------------
-# reporting: from the results file alone
-
-def best_runs(records):
-    """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
-    fewest steps to stop_acc among runs that solved), for every config a record stands for."""
-    best = {}
-    for r in records:
-        score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
-        for name in r.get('configs', [r['config']]):
-            cell = (name, r.get('view', 'block'), r['width'], r['T'], r['N'])
-            if cell not in best or score > best[cell][0]:
-                best[cell] = (score, r)
-    return {cell: r for cell, (_, r) in best.items()}
-
-
-def table(records):
-    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over learning
-    rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
-    best = best_runs(records)
-    if not best:
-        return "(no runs yet)"
-    rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
-    cols = sorted({cell[3:] for cell in best})
-    out = ['| config | view | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
-           '|---|---|---:|---:|' + '---:|' * len(cols)]
-    for c, view, w in rows:
-        cells, params = [], set()
-        for T, N in cols:
-            r = best.get((c, view, w, T, N))
-            if r is None:
-                cells.append('–')
-                continue
-            params.add(r['params'])
-            solved = f" ({r['solved_at']:,} steps, lr {r['lr']:g})" if r.get('solved_at') is not None else ''
-            cells.append(f"{r['acc']:.2f}{solved}")
-        p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
-        shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
-        first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
-        same = f" (= {first})" if first != c and view == 'mixer' else ''
-        out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
-    return '\n'.join(out)
-
-
-def plot(records, png):
-    """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
-    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The last
-    panel: held-out accuracy during training at the smallest cell."""
-    plt = pyplot()
-    best = best_runs(records)
-    if plt is None or not best:
-        return False
-    Ts = sorted({cell[3] for cell in best})
-    configs = sorted({cell[0] for cell in best}, key=arch_key)
-    fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
-    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
-    for ax, T in zip(axes[0][:-1], Ts):
-        for ci, c in enumerate(configs):
-            for view, style in (('mixer', '-'), ('block', '--')):
-                for w in sorted({cell[2] for cell in best}):
-                    pts = sorted((cell[4], r['acc']) for cell, r in best.items() if cell[:4] == (c, view, w, T))
-                    if pts:
-                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)], linestyle=style,
-                                label=f"{c} {view} d={w}")
-        Ns = sorted({cell[4] for cell in best if cell[3] == T})
-        ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
-        ax.set_xscale('log', base=2)
-        ax.set_title(f"T = {T}")
-        ax.set_ylim(-0.02, 1.02)
-    ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
-    for ci, c in enumerate(configs):
-        for view, style in (('mixer', '-'), ('block', '--')):
-            r = best.get((c, view, *first[2:]))
-            if r:
-                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
-                        linestyle=style)
-    ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
-    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = {first[2]}", fontsize=9)
-    for ax, xlabel in zip(axes[0], ['key-value pairs N'] * len(Ts) + ['training step']):
-        ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel('MQAR accuracy (held out)')
-    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
-                       bbox_to_anchor=(1.0, 0.5))
-    return save_png(fig, png)
-
+# reporting: from the results file alone (the table and plot are results.py's)
 
 def report(probe):
     records = read_results(probe.results, 'probe')
     if not records:
         raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass --results=...)")
-    print(table(records))
+    print(probe_table(records))
     png = probe.png or os.path.splitext(probe.results)[0] + '.png'
-    if plot(records, png):
+    if plot_probe(records, png):
         print(f"plot: {png}", file=sys.stderr)
     return records
 
 
 def main(argv):
-    probe = parse_config(ProbeConfig, argv, config_files=False, usage="python probe.py [--key=value ...]", doc=__doc__)
+    own, overrides = split_flags(argv, ProbeConfig, TrainConfig)  # train.py keys change every model
+    probe = parse_config(ProbeConfig, own, config_files=False, usage="python probe.py [--key=value ...]", doc=__doc__)
     given = keys_given(argv)
     for preset, values in (('quick', QUICK), ('full', FULL)):
         if getattr(probe, preset):
@@ -431,19 +368,29 @@ def main(argv):
     pairs = numbers('pairs', probe.pairs, int)
     lrs = numbers('learning_rate', probe.learning_rate, float)
     if not probe.replot:
+        if any(w % probe.head_size for w in widths):  # attention has width // head_size heads of head_size
+            fits = [h for h in range(1, min(widths) + 1) if all(w % h == 0 for w in widths)]
+            raise UsageError(f"head_size={probe.head_size} does not divide width {next(w for w in widths if w % probe.head_size)}"
+                             f"; pick head_size among {fits[-6:]} (or other --widths)")
         if max(pairs) > probe.vocab_size // 2 - 1:
             raise UsageError(f"N={max(pairs)} pairs need that many distinct keys; vocab_size={probe.vocab_size} "
                              f"has {probe.vocab_size // 2 - 1}: raise it to at least {2 * (max(pairs) + 1)}")
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
         check_writable(probe.results)
-        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs)  # every config valid at every width first
+        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)  # every config valid first
         print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} learning rates "
               f"each, {probe.jobs} at a time; steps per cell by the emergence law: "
               f"{', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)}", file=sys.stderr, flush=True)
         t0 = time.time()
-        n = run_grid(probe, todo)
+        with Stopper(stopping="the running cells stop (a rerun starts them over), none more starts; the finished "
+                              "ones are kept") as stopper:
+            n, cut = run_grid(probe, todo, stopper)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
+        if stopper:
+            print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; continue with: "
+                  f"python probe.py {' '.join(argv)}", file=sys.stderr)
+            raise SystemExit(stopper.exit_code())
     return report(probe)
 
 

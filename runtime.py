@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from configurator import UsageError, require
-from model import GPTConfig, check_optimizer
+from model import GPTConfig, check_optimizer, count_params
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 SCHEDULES = ('cosine', 'wsd')
@@ -34,6 +34,7 @@ class TrainConfig(GPTConfig):
     out_dir: str = 'out'               # where ckpt.pt, log.jsonl and config.json go
     data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
     init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    new_data: bool = False             # resume on data other than the checkpoint's (fine-tuning); else refused
     eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
     eval_iters: int = 200              # batches per split and evaluation, the same ones every time
     log_interval: int = 1              # iterations between progress lines / log rows
@@ -78,7 +79,7 @@ class TrainConfig(GPTConfig):
         require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
                 lambda v: v >= 0, "must not be negative")
         require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's generators take 64 bits
-        require(self, 'max_seconds max_flops weight_decay grad_clip min_lr', lambda v: 0 <= v < math.inf,
+        require(self, 'max_seconds max_flops weight_decay grad_clip min_lr peak_flops', lambda v: 0 <= v < math.inf,
                 "must be a finite number, not negative")
         require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
         require(self, 'ddp_timeout_s', lambda v: 0 < v < math.inf, "must be a positive number of seconds")
@@ -137,6 +138,50 @@ def config_text(config, width=110):
             line = '   '
         line += ' ' + pair
     return '\n'.join(lines + [line])
+
+
+# -----------------------------------------------------------------------------
+# output that cannot stop a run
+
+class Unstoppable:
+    """sys.stdout / sys.stderr for a run: a write or flush that fails because the reader went away
+    (`train.py | tee log` with tee killed, `| head`, a closed terminal) points the stream's file at
+    /dev/null and goes on, so the run trains and saves as if nothing happened; log.jsonl and the
+    checkpoint are its record."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except OSError:  # BrokenPipeError, EIO, ...
+            self.silence()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except OSError:
+            self.silence()
+
+    def silence(self):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            self.stream.flush()  # what was buffered goes to /dev/null now
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def keep_output_from_stopping_the_run():
+    """Wrap sys.stdout and sys.stderr in Unstoppable (once)."""
+    for name in ('stdout', 'stderr'):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, Unstoppable):
+            setattr(sys, name, Unstoppable(stream))
 
 
 # -----------------------------------------------------------------------------
@@ -218,6 +263,36 @@ def decode_threads(model, prompt, *, given=0, device_type='cpu'):
     best = max(speed, key=speed.get)
     torch.set_num_threads(best)
     return best, "measured: " + ', '.join(f"{n}: {v:,.0f} tok/s" for n, v in speed.items())
+
+
+def free_memory(device):
+    """Bytes free for tensors on `device`: the GPU's free memory, the machine's available memory for the
+    CPU (Linux's MemAvailable, else all of it), None where unknown (MPS)."""
+    kind = torch.device(device).type
+    if kind == 'cuda':
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    if kind != 'cpu':
+        return None
+    try:
+        with open('/proc/meminfo') as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration, ValueError):
+        try:
+            return os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+        except (ValueError, OSError, AttributeError):
+            return None
+
+
+def check_memory(cfg, device):
+    """A UsageError, before anything is allocated, when the model's float32 weights, gradients and AdamW
+    moments (16 bytes a parameter; activations come on top) exceed the device's free memory: a model
+    that cannot fit is one line instead of the kernel killing the process with no message."""
+    n = count_params(GPTConfig(**cfg.model_args()))
+    need, free = 16 * n, free_memory(device)
+    if free is not None and need > free:
+        raise UsageError(f"the model has {n / 1e6:,.1f}M parameters: its weights, gradients and optimizer "
+                         f"state alone take {need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB "
+                         f"free on {device}; lower vocab_size, n_embd or n_layer, or use a larger device")
 
 
 def sync_device(device_type):

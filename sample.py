@@ -15,10 +15,15 @@ the data directory. Every block type decodes incrementally (model.py's DecodeCac
 everything else (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt`
 keeps only text.
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import dataclasses
 import glob
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +56,7 @@ class SampleConfig:
     dtype: str = 'auto'           # 'auto' (bfloat16/float16 on cuda, else float32) or one of DTYPES
     compile: bool = False         # compile a fixed-shape decoding step (CUDA graphs on a GPU)
     threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else the fastest, measured
+    ranks_file: str = ''          # a BPE run's .tiktoken file, where it moved ('' = where it was, else found by sha256)
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -110,8 +116,9 @@ def checkpoint_path(out_dir):
     return runs[0]
 
 
-def tokenizer_for(ckpt, vocab_size):
-    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's."""
+def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE ranks
+    file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
     meta = ckpt.get('meta')
     if meta is None:  # an older checkpoint: the data directory it names, if it is still there
         data_dir = (ckpt.get('config') or {}).get('data_dir')
@@ -126,7 +133,10 @@ def tokenizer_for(ckpt, vocab_size):
         print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
               "shards)", file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
-    tok = load_tokenizer(meta)
+    data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
+    look_in = [d for d in dict.fromkeys([out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.'])
+               if d and os.path.isdir(d)]
+    tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
     if tok.vocab_size > vocab_size:
         raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
                          f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
@@ -191,7 +201,7 @@ def main(argv):
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     model = model_from_checkpoint(ckpt)
     mc = model.config
-    tok = tokenizer_for(ckpt, mc.vocab_size)
+    tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file, out_dir=os.path.dirname(ckpt_path))
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
     text, ids = read_start(cfg.start, tok)
     print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter "

@@ -26,12 +26,17 @@ runs of one (config, lr, seed) at several budgets share one constant-lr run, bra
 budget's cooldown (Hagele et al. 2024): the same results as separate runs, at the cost of the
 longest plus the cooldowns. Results go to out-sweep/ unless --results names a file.
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import collections
 import dataclasses
 import hashlib
 import json
 import math
-import os
 import platform
 import shutil
 import sys
@@ -44,7 +49,7 @@ import torch
 
 from checkpoint import config_from_dict, peek, read_jsonl
 from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
-from data import fingerprint, read_meta
+from data import describe_data, fingerprint, read_meta
 from jobs import Stopper, check_claimable, claim, release
 from model import GPTConfig, count_flops, count_params
 from results import (SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr, check_writable,
@@ -131,8 +136,7 @@ def budget_of(sweep):
     kind = given[0]
     if kind == 'max_seconds':
         return kind, [sweep.max_seconds]
-    as_int = lambda t: int(float(t)) if float(t).is_integer() else math.nan  # noqa: E731 (1e6 is an int)
-    values = numbers(kind, getattr(sweep, kind), float if kind == 'max_flops' else as_int)
+    values = numbers(kind, getattr(sweep, kind), float if kind == 'max_flops' else integer)
     return kind, sorted(set(values))
 
 
@@ -144,6 +148,14 @@ def run_id(key):
     out, so a key written before a setting existed matches the same run today, while a changed default
     (written out in the older key) does not."""
     return key_id({k: v for k, v in key.items() if k not in DEFAULTS or DEFAULTS[k] != v})
+
+
+def integer(text):
+    """'4200' or '8.5e6' as an int; a ValueError for '1.5'."""
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
 
 
 def digest(key, n=10):
@@ -320,14 +332,11 @@ def run_summary(run_dir):
 
 
 def describe_corpus(data_dir):
-    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': what a run trained on."""
+    """What a run trained on, in a few words (data.describe_data), or '?' where meta.json is unreadable."""
     try:
-        source = (read_meta(data_dir) or {}).get('source', {})
+        return describe_data(read_meta(data_dir), data_dir)
     except UsageError:
-        source = {}
-    sha = source.get('sha256') and f"sha256 {source['sha256'][:12]}"
-    about = ', '.join(v for v in (source.get('python'), sha) if v)
-    return f"{source.get('name', '?')}{f' ({about})' if about else ''} in {data_dir}"
+        return f"? in {data_dir}"
 
 
 def record_of(plan, wall_s, branched=None):
@@ -624,6 +633,7 @@ def main(argv):
             print(f"plot: {png}", file=sys.stderr)
         return rows
     given = keys_given(argv)
+    budget_of(sweep)  # a bad budget is one line now, before anything runs
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")

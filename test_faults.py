@@ -3,6 +3,7 @@ Faults and bad input in train.py and sample.py: one line `error: ...` (exit code
 never a mix of old and new files in out_dir, and nothing a user had before the command is lost.
 A full disk is simulated by file objects whose writes raise OSError(ENOSPC), so CI can run it.
 """
+import dataclasses
 import errno
 import json
 import os
@@ -83,7 +84,9 @@ def test_resume_on_data_with_another_tokenizer_is_one_line(data_dir, tmp_path):
     other = write_corpus(tmp_path / 'other')  # the same text, the vocabulary in another order
     with open(os.path.join(other, 'meta.json')) as f:
         meta = json.load(f)
-    meta['tokenizer']['chars'] = meta['tokenizer']['chars'][::-1]  # no larger: the vocab check passes
+    chars = meta['tokenizer']['chars']
+    assert chars[-1] < '~'
+    meta['tokenizer']['chars'] = chars[:-1] + '~'  # another vocabulary, no larger: the vocab check passes
     with open(os.path.join(other, 'meta.json'), 'w') as f:
         json.dump(meta, f)
     with pytest.raises(UsageError, match=r"is tokenized with char \(\d+ characters\) but .*ckpt.pt was trained "
@@ -94,6 +97,51 @@ def test_resume_on_data_with_another_tokenizer_is_one_line(data_dir, tmp_path):
     # the same tokenizer in another folder is fine
     copy = write_corpus(tmp_path / 'copy')
     assert run(copy, tmp_path / 'out', '--init_from=resume', '--max_iters=4')['iter_num'] == 4
+
+
+def prepared(tmp_path, name, seed):
+    """A folder prepare.py wrote from a text of its own (the same characters as every other seed)."""
+    import prepare
+    from test_train import corpus_text
+    text = tmp_path / f'{name}.txt'
+    text.write_text(''.join(corpus_text(30, seed * 100 + i) for i in range(200)))
+    prepare.main([f'--input={text}', f'--out_dir={tmp_path / name}'])
+    return str(tmp_path / name)
+
+
+def test_resume_on_another_corpus_is_refused_unless_new_data_which_the_log_marks(tmp_path):
+    a, b = prepared(tmp_path, 'a', 1), prepared(tmp_path, 'b', 2)
+    run(a, tmp_path / 'out', '--max_iters=4')
+    before = snapshot(tmp_path / 'out')
+    with pytest.raises(UsageError, match=r"b holds b, but .*ckpt.pt was trained on a; resume "
+                                         r"on that data, or pass --new_data=True") as e:
+        run(b, tmp_path / 'out', '--init_from=resume', '--max_iters=8')
+    assert '\n' not in str(e.value) and snapshot(tmp_path / 'out') == before
+    assert run(a, tmp_path / 'out', '--init_from=resume', '--max_iters=6')['iter_num'] == 6  # its own data: fine
+    assert run(b, tmp_path / 'out', '--init_from=resume', '--max_iters=8', '--new_data=True')['iter_num'] == 8
+    rows = [json.loads(line) for line in open(tmp_path / 'out' / 'log.jsonl')]
+    switch = [r for r in rows if 'data_switch' in r]
+    assert [r['iter'] for r in switch] == [6] and switch[0]['data_switch'] == {'from': 'a', 'to': 'b'}
+    run(b, tmp_path / 'out', '--init_from=resume', '--max_iters=10')  # the checkpoint's data is b's now
+    rows = [json.loads(line) for line in open(tmp_path / 'out' / 'log.jsonl')]
+    assert len([r for r in rows if 'data_switch' in r]) == 1
+
+
+@pytest.mark.parametrize('edit,expect', [
+    (lambda m: m.pop('tokenizer'), "does not describe a tokenizer"),
+    (lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][1:]), r"lists \d+ characters for vocab_size"),
+    (lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][::-1]), "has a character list that is not each character once"),
+    (lambda m: m['tokenizer'].update(kind='bpe'), "does not describe a tokenizer")])
+def test_a_meta_json_whose_tokenizer_cannot_decode_is_refused_before_training(tmp_path, edit, expect):
+    folder = write_corpus(tmp_path / 'data')
+    with open(os.path.join(folder, 'meta.json')) as f:
+        meta = json.load(f)
+    edit(meta)
+    with open(os.path.join(folder, 'meta.json'), 'w') as f:
+        json.dump(meta, f)
+    with pytest.raises(UsageError, match=f"meta.json {expect}.*; rerun prepare.py"):
+        run(folder, tmp_path / 'out', '--max_iters=2')
+    assert not os.path.exists(tmp_path / 'out')
 
 
 # -----------------------------------------------------------------------------
@@ -107,6 +155,7 @@ def test_a_run_that_fails_before_training_leaves_out_dir_as_it_was(data_dir, tmp
     with open(os.path.join(bad, 'meta.json')) as f:
         meta = json.load(f)
     meta['vocab_size'] = 5
+    meta['tokenizer']['chars'] = meta['tokenizer']['chars'][:5]  # a tokenizer of its own that decodes
     with open(os.path.join(bad, 'meta.json'), 'w') as f:
         json.dump(meta, f)
     with pytest.raises(UsageError, match=r"train_00000\d.bin holds token id \d+ >= vocab_size=5; "
@@ -515,7 +564,11 @@ def test_bad_values_are_one_line(args, expect):
     ('train.py', ['--device=hpu'], "device 'hpu' is not one this code runs on"),
     ('sample.py', ['--seed=18446744073709551616'], r'seed must be in \[0, 2\*\*63\)'),
     ('bench.py', ['--device=meta'], "device 'meta' is not one this code runs on"),
-    ('sweep.py', ['--max_flops=nan'], 'max_flops must be a finite number'),
+    ('sweep.py', ['--max_flops=nan'], 'max_flops=nan: give one or more positive numbers'),
+    ('sweep.py', ['--max_iters=1.5'], 'max_iters=1.5: give integers separated by commas'),
+    ('sweep.py', ['--sizes=3x96'], '--sizes is read by --scaling only'),
+    ('probe.py', ['--head_size=7'], r'head_size=7 does not divide width 64; pick head_size among \[2, 4, 8, 16, 32, 64\]'),
+    ('probe.py', ['--head_size=48'], 'head_size=48 does not divide width 64'),
 ])
 def test_bad_input_is_one_line_and_exit_2(script, args, expect, tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
@@ -550,3 +603,158 @@ def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
     assert re.search(r'stopped by SIGINT at iter (\d+); resume with --init_from=resume', stdout), stdout + stderr
     n = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
     assert n >= 3 and run(data_dir, out, '--init_from=resume', f'--max_iters={n + 1}')['iter_num'] == n + 1
+
+
+@pytest.mark.parametrize('stream', ['stdout', 'both'])
+def test_a_closed_output_pipe_neither_stops_the_run_nor_skips_its_save(data_dir, tmp_path, stream):
+    """`train.py ... | tee log` with tee gone (or `| head`): the next print would raise BrokenPipeError;
+    the run trains to its end and saves, and log.jsonl holds every row."""
+    cmd = [sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+           f'--out_dir={tmp_path}', '--max_iters=40', '--eval_interval=10']
+    err = subprocess.STDOUT if stream == 'both' else subprocess.DEVNULL  # 2>&1 | tee
+    proc = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=err)
+    proc.stdout.read(1)  # it has started writing; the reader goes away
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 40 and ckpt['finished']
+    rows = [json.loads(line) for line in open(tmp_path / 'log.jsonl')]
+    assert sorted(r['iter'] for r in rows if 'loss' in r) == list(range(40))
+
+
+def test_ctrl_c_with_stderr_closed_still_saves(data_dir, tmp_path):
+    """The stop message goes to stderr; with its reader gone, the run still stops, saves, exits 130."""
+    cmd = [sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+           f'--out_dir={tmp_path}', '--max_iters=100000', '--eval_interval=1000']
+    proc = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(proc, 'iter 2/')
+    proc.stderr.close()
+    proc.send_signal(signal.SIGINT)
+    proc.stdout.read()
+    assert proc.wait(timeout=120) == 130
+    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert ckpt['iter_num'] > 0 and not ckpt['finished']
+
+
+def script_configs():
+    """Every script's settings dataclass: (script, class)."""
+    import bench
+    import prepare
+    import probe
+    import sweep
+    return [('train.py', runtime.TrainConfig), ('sample.py', sample.SampleConfig), ('sweep.py', sweep.SweepConfig),
+            ('probe.py', probe.ProbeConfig), ('bench.py', bench.BenchConfig), ('prepare.py', prepare.PrepareConfig)]
+
+
+@pytest.mark.parametrize('value', ['nan', 'inf', '-inf'])
+def test_every_float_setting_of_every_script_refuses_a_value_that_is_not_finite(value):
+    """nan and inf are never a setting: each is one line naming the key, whatever the key (a rule for
+    every float field, not a list of the ones that once slipped through)."""
+    checked = 0
+    for script, cls in script_configs():
+        for f in dataclasses.fields(cls):
+            if type(getattr(cls(), f.name)) is float:
+                with pytest.raises(UsageError, match=rf"\b{f.name}\b") as e:
+                    parse_config(cls, [f'--{f.name}={value}'])
+                assert '\n' not in str(e.value), (script, f.name)
+                checked += 1
+    assert checked >= 15
+
+
+@pytest.mark.parametrize('args,expect', [
+    (['--rope_base=0'], 'rope_base must be a positive finite number'),
+    (['--rope_base=-10000'], 'rope_base must be a positive finite number'),
+    (['--peak_flops=-1'], 'peak_flops must be a finite number, not negative')])
+def test_out_of_range_floats_name_the_key_not_another(args, expect):
+    with pytest.raises(UsageError, match=expect):
+        parse_config(runtime.TrainConfig, args)
+
+
+def test_a_model_that_cannot_fit_is_one_line_before_anything_is_allocated(data_dir, tmp_path):
+    """--vocab_size=4000000000 at width 32: 128 billion parameters, 1.9 TiB before activations (the
+    issue's 10^8 at width 128 needs 191 GiB: both more than a machine has)."""
+    t0 = time.time()
+    with pytest.raises(UsageError, match=r"128,000\.\d+M parameters: .* take 1,907\.\d GiB, more than the .* GiB "
+                                         r"free on cpu; lower vocab_size"):
+        run(data_dir, tmp_path / 'out', '--vocab_size=4000000000')
+    assert time.time() - t0 < 30 and not os.path.exists(tmp_path / 'out')
+
+
+def test_log_rows_are_json_even_when_a_value_is_not_finite(tmp_path):
+    """A value that is not a finite number is null in log.jsonl: NaN is not JSON (a strict reader, or
+    another language's, refuses the whole file)."""
+    cfg = parse_config(runtime.TrainConfig, [f'--out_dir={tmp_path}'])
+    files = checkpoint.RunFiles(cfg)
+    files.open(0)
+    files.write_row({'iter': 0, 'loss': 2.0, 'mfu': float('nan'), 'tokens_per_s': float('inf')})
+    files.close()
+    text = open(tmp_path / 'log.jsonl').read()
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in log.jsonl")) == \
+        {'iter': 0, 'loss': 2.0, 'mfu': None, 'tokens_per_s': None}
+
+
+def test_a_second_ctrl_c_inside_a_checkpoint_write_is_a_ctrl_c_not_a_disk_error(tmp_path):
+    """torch.save turns a KeyboardInterrupt raised in its writes into a RuntimeError ('unexpected pos');
+    the write is undone and it stays a Ctrl-C (exit 130), not 'could not write' (exit 2)."""
+    path = tmp_path / 'ckpt.pt'
+    path.write_bytes(b'the last good checkpoint')
+
+    class Interrupted:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def write(self, data):
+            self.n += 1
+            if self.n == 3:
+                raise KeyboardInterrupt
+            return self.f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    with pytest.raises(KeyboardInterrupt):
+        configurator.atomic_write(str(path), lambda f: torch.save({'w': torch.zeros(10000)}, Interrupted(f)))
+    assert path.read_bytes() == b'the last good checkpoint' and os.listdir(tmp_path) == ['ckpt.pt']
+
+
+def test_a_split_too_short_for_one_window_is_named(tmp_path):
+    """A val split shorter than block_size + 1 (a small text, a small val_fraction): the message names
+    that split, not 'every shard'."""
+    folder = write_corpus(tmp_path / 'data')
+    from data import write_shard
+    import numpy as np
+    write_shard(os.path.join(folder, 'val_000000.bin'), np.zeros(10, dtype=np.uint16))
+    with pytest.raises(UsageError, match=r"the val split holds no window of block_size \+ 1 = 17 tokens \(its longest "
+                                         r"shard: 10\); lower block_size, or prepare more text \(or a larger "
+                                         r"--val_fraction\)"):
+        run(folder, tmp_path / 'out', '--max_iters=2')
+
+
+@pytest.mark.parametrize('script', ['train.py', 'sample.py', 'sweep.py', 'probe.py', 'bench.py', 'prepare.py'])
+def test_ctrl_c_while_the_script_starts_is_quiet(script, tmp_path):
+    """Ctrl-C during `import torch` (the first second or two): exit 130, no traceback."""
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), '--help'], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.15)  # past the interpreter's own start, inside the imports
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    done = script == 'prepare.py' and proc.returncode == 0  # no torch to import: it may have finished
+    assert (proc.returncode == 130 or done) and 'Traceback' not in err, err
+
+
+@pytest.mark.parametrize('odd', ['unreadable', 'no config'])
+def test_a_scratch_run_over_an_odd_checkpoint_moves_it_to_prev_with_a_note(data_dir, tmp_path, capsys, odd):
+    """Retraining over a checkpoint that cannot be read, or one with no config (and no config.json): the
+    run is not refused (the user is retraining), and the old file is kept in prev/ as it was."""
+    out = tmp_path / 'out'
+    out.mkdir()
+    if odd == 'unreadable':
+        (out / 'ckpt.pt').write_bytes(b'not a checkpoint')
+    else:
+        torch.save({'model': {}, 'model_args': {}}, out / 'ckpt.pt')
+    old = (out / 'ckpt.pt').read_bytes()
+    assert run(data_dir, out, '--max_iters=2')['iter_num'] == 2
+    assert (out / 'prev' / 'ckpt.pt').read_bytes() == old
+    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
+    note = capsys.readouterr().out
+    assert f"{out} held a checkpoint{' that cannot be read' if odd == 'unreadable' else ''}: the previous run" in note

@@ -252,16 +252,19 @@ def test_the_cache_writes_in_place_and_returns_the_history():
             cache.end(n)
 
 
-def test_fixed_shape_steps_compile_once():
-    """Every one-token step of the fixed-shape cache has the same shapes and reads no Python counter:
-    compiled once, it runs every later step without a recompile (what CUDA graphs need)."""
+@pytest.mark.parametrize('B', [1, 2])
+def test_fixed_shape_steps_compile_once(B):
+    """Every one-token step of the fixed-shape cache has the same shapes, strides included, and reads no
+    Python counter: compiled once, it runs every later step without a recompile (what CUDA graphs
+    need), at batch 1 (sample.py's default, where a slice of the growing sequence would change its
+    stride every token) as at 2."""
     import torch._dynamo
     model = build(tiny('amlp', pos_emb='rope')).eval()  # the tiny attention (rotary) and the SGU
     torch._dynamo.reset()
     step = torch.compile(model, backend='eager', dynamic=False)
     with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
-        want = model.generate(idx_batch(B=2, T=3), 12, temperature=0, use_cache=False)
-        got = torch.cat([idx_batch(B=2, T=3), *model.stream(idx_batch(B=2, T=3), 12, temperature=0, fixed=True,
+        want = model.generate(idx_batch(B=B, T=3), 12, temperature=0, use_cache=False)
+        got = torch.cat([idx_batch(B=B, T=3), *model.stream(idx_batch(B=B, T=3), 12, temperature=0, fixed=True,
                                                             step=step)], dim=1)
     assert torch.equal(got, want)
 

@@ -5,14 +5,17 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import torch
 
 import probe
+import results as R
 from configurator import UsageError, field_docs
 from model import GPT, GPTConfig
 
@@ -191,7 +194,7 @@ def test_results_file_round_trips_into_the_table(tmp_path):
         f.write('{"key": {"config": "gpt", "wid')  # a line cut short by a killed run is skipped
     records = probe.read_results(p.results, 'probe')
     assert len(records) == 5
-    lines = probe.table(records).splitlines()
+    lines = R.probe_table(records).splitlines()
     assert lines[0].startswith('| config | view | width | params | T=64 N=4 | T=64 N=8 |')
     gpt = next(line for line in lines if line.startswith('| gpt | mixer |'))
     gmlp = next(line for line in lines if line.startswith('| gmlp | mixer |'))
@@ -200,7 +203,7 @@ def test_results_file_round_trips_into_the_table(tmp_path):
     assert next(line for line in lines if line.startswith('| gpt | block |')).endswith('| 0.75 | – |')
     rows = probe.main([f'--results={p.results}', f'--png={tmp_path / "r.png"}', '--replot'])
     assert len(rows) == 5
-    if probe.pyplot() is not None:
+    if R.pyplot() is not None:
         assert open(tmp_path / 'r.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
@@ -216,12 +219,12 @@ def test_rerun_skips_finished_runs_and_tries_the_next_lr_only_when_unsolved(tmp_
 
     monkeypatch.setattr(probe, 'train_run', fake_train_run)
     grid = (paths, [64], [64], [4])
-    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3])[0]) == 3
+    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3])[0]) == (3, 0)  # (runs, cells cut short)
     assert sorted(calls) == [('gmlp', 1e-3), ('gmlp', 3e-3), ('gpt', 3e-3)]  # gpt solved at its first lr
     calls.clear()
     assert probe.plan(p, *grid, [3e-3, 1e-3]) == ([], 2) and calls == []  # everything is in the file
     # a new lr in the grid runs only for the unsolved cell
-    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3, 1e-2])[0]) == 1 and calls == [('gmlp', 1e-2)]
+    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3, 1e-2])[0]) == (1, 0) and calls == [('gmlp', 1e-2)]
 
 
 def test_quick_in_a_fresh_clone_trains_its_cells_and_leaves_git_clean(tmp_path):
@@ -238,3 +241,42 @@ def test_quick_in_a_fresh_clone_trains_its_cells_and_leaves_git_clean(tmp_path):
     assert '2 cells to run (0 already in' in r.stderr and '2 runs in' in r.stderr  # it trained, and said so
     assert len(probe.read_results(str(clone / 'out-probe' / 'quick.jsonl'), 'probe')) == 2
     assert subprocess.run(['git', 'status', '--porcelain'], cwd=clone, capture_output=True, text=True).stdout == ''
+
+
+def test_ctrl_c_keeps_finished_runs_stops_the_cells_and_a_rerun_continues(tmp_path):
+    """The running cells are cut short (they have nothing to save) and no worker process is left; every
+    run recorded before stays; the printed command continues, skipping them."""
+    results = tmp_path / 'r.jsonl'
+    cmd = [sys.executable, 'probe.py', '--quick', f'--results={results}', '--jobs=2']
+    proc = subprocess.Popen([*cmd, '--budget=2'], cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    time.sleep(6)  # inside the first cells (each takes longer at budget 2)
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the whole process group
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130, err
+    assert 'cell(s) cut short; continue with: python probe.py' in err and 'Traceback' not in err
+    for _ in range(50):  # none left (multiprocessing's resource tracker ends once it reads that its parent did)
+        left = subprocess.run(['pgrep', '-g', str(proc.pid)], capture_output=True, text=True).stdout
+        if not left:
+            break
+        time.sleep(0.2)
+    assert left == ''
+    before = probe.read_results(str(results), 'probe') if results.exists() else []
+    again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"({len(before)} already in" in again.stderr
+
+
+def test_train_py_keys_make_variants_of_a_config(tmp_path):
+    """--bias=True (any train.py key) changes every probed model; its runs are named and keyed apart."""
+    paths = [os.path.join(HERE, 'configs', 'gpt_rope.py')]
+    base = probe.model_args(paths[0], probe.ProbeConfig(), view='mixer', width=64, T=64)
+    biased = probe.model_args(paths[0], probe.ProbeConfig(), view='mixer', width=64, T=64, overrides=['--bias=True'])
+    assert not base['bias'] and biased['bias'] and biased['pos_emb'] == 'rope' and biased['ffn'] == 'none'
+    cfg = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'))
+    todo, _ = probe.plan(cfg, paths, [64], [64], [4], [1e-3], ['--bias=True'])
+    plain, _ = probe.plan(cfg, paths, [64], [64], [4], [1e-3])
+    assert todo[0][3] == ['gpt_rope --bias=True'] and plain[0][3] == ['gpt_rope']
+    assert todo[0][1][0]['model'] != plain[0][1][0]['model']
+    with pytest.raises(UsageError, match="unknown key 'nope'"):
+        probe.main(['--nope=1'])

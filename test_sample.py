@@ -298,3 +298,30 @@ def test_decoding_threads_are_measured_unless_chosen(runs, capsys):
                            '--max_new_tokens=4'], capture_output=True, text=True, timeout=120,
                           env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert proc.returncode == 0 and 'threads: 1 (OMP_NUM_THREADS; --threads=N chooses)' in proc.stderr, proc.stderr
+
+
+def test_a_bpe_run_whose_ranks_file_moved_finds_it_by_sha256_or_is_told_where(tmp_path, capsys):
+    """The checkpoint records the ranks file's path and sha256: moved beside the run (or its data, or into
+    data/), it is found again by its hash; moved elsewhere, one line names --ranks_file, which then works."""
+    from test_prepare import tiny_ranks_file
+    (tmp_path / 'tok').mkdir()
+    ranks = tiny_ranks_file(tmp_path / 'tok' / 'tiny.tiktoken')
+    corpus = tmp_path / 'corpus.txt'
+    corpus.write_text(corpus_text(2400, 0), encoding='utf-8')
+    prepare.main([f'--input={corpus}', f'--tokenizer={ranks}', f'--out_dir={tmp_path / "bpe"}'])
+    out = tmp_path / 'out-bpe'
+    train.main([*TINY, f'--data_dir={tmp_path / "bpe"}', f'--out_dir={out}'])
+    want, _ = run(capsys, out, '--max_new_tokens=8', '--seed=3')
+    moved = tmp_path / 'elsewhere' / 'tiny.tiktoken'
+    moved.parent.mkdir()
+    os.replace(ranks, moved)
+    with pytest.raises(UsageError, match=r"is not there any more \(moved\?\) and no \*.tiktoken file with its "
+                                         r"sha256 .*; pass --ranks_file=path/to/tiny.tiktoken") as e:
+        run(capsys, out, '--max_new_tokens=8', '--seed=3')
+    assert '\n' not in str(e.value)
+    assert run(capsys, out, '--max_new_tokens=8', '--seed=3', f'--ranks_file={moved}')[0] == want
+    os.replace(moved, out / 'renamed.tiktoken')  # beside the run, under another name: found by its sha256
+    assert run(capsys, out, '--max_new_tokens=8', '--seed=3')[0] == want
+    other = tiny_ranks_file(tmp_path / 'other.tiktoken', more=(b'ca',))
+    with pytest.raises(UsageError, match='changed since prepare.py used it'):
+        run(capsys, out, f'--ranks_file={other}')

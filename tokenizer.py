@@ -8,6 +8,7 @@ char: the sorted set of the corpus's characters; byte: the 256 UTF-8 byte values
 byte-level BPE by name (gpt2; downloaded once) or from a local ranks file (no network).
 """
 import base64
+import glob
 import hashlib
 import os
 
@@ -158,21 +159,61 @@ def tiktoken_by_name(name):
     return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
 
 
-def load_tokenizer(meta):
-    """Rebuild the tokenizer that meta.json (as a dict) describes."""
+def load_tokenizer(meta, *, ranks_file='', look_in=()):
+    """Rebuild the tokenizer that meta.json (as a dict) describes. A BPE ranks file that is no longer
+    where it was (a moved folder, another machine) is `ranks_file` if given, else the *.tiktoken file
+    in one of the folders `look_in` whose sha256 is the one recorded."""
     tok = (meta or {}).get('tokenizer')
     kind = tok.get('kind') if isinstance(tok, dict) else None
     if kind == 'char':
         return CharTokenizer(tok['chars'])
     if kind == 'byte':
         return ByteTokenizer()
-    if kind == 'tiktoken' and tok.get('ranks_file'):
-        return tiktoken_from_file(tok['ranks_file'], pat_str=tok.get('pat_str', GPT2_PATTERN),
-                                  special_tokens=tok.get('special_tokens'), sha256=tok.get('ranks_sha256'))
+    if kind == 'tiktoken' and (tok.get('ranks_file') or ranks_file):
+        path, sha = ranks_file or tok['ranks_file'], tok.get('ranks_sha256')
+        if not ranks_file and not os.path.isfile(path):
+            path = find_ranks_file(sha, look_in) or path
+            if not os.path.isfile(path):
+                raise UsageError(f"tiktoken ranks file {tok['ranks_file']!r} is not there any more (moved?) "
+                                 f"and no *.tiktoken file with its sha256 ({(sha or '?')[:12]}...) is in "
+                                 f"{', '.join(look_in) or 'the folders looked in'}; pass --ranks_file=path/to/"
+                                 f"{os.path.basename(tok['ranks_file'])}")
+        return tiktoken_from_file(path, pat_str=tok.get('pat_str', GPT2_PATTERN),
+                                  special_tokens=tok.get('special_tokens'), sha256=sha)
     if kind == 'tiktoken':
         return tiktoken_by_name(tok['name'])
     raise UsageError(f"meta.json does not describe a tokenizer (tokenizer = {tok!r}); rerun prepare.py")
 
+
+
+def find_ranks_file(sha256, folders):
+    """The first *.tiktoken file in `folders` whose contents have this sha256, or None."""
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, '*.tiktoken'))):
+            with open(path, 'rb') as f:
+                if sha256 and hashlib.sha256(f.read()).hexdigest() == sha256:
+                    return path
+    return None
+
+
+def tokenizer_problem(meta):
+    """What is wrong with the tokenizer a meta.json describes, or None: checked when training starts,
+    so that a run whose tokens sample.py could not decode is refused before it trains, not after."""
+    tok, vocab = meta.get('tokenizer'), meta.get('vocab_size')
+    kind = tok.get('kind') if isinstance(tok, dict) else None
+    if kind not in ('char', 'byte', 'tiktoken'):
+        return f"does not describe a tokenizer (tokenizer = {tok!r})"
+    if kind == 'char':
+        chars = tok.get('chars')
+        if not isinstance(chars, str) or list(chars) != sorted(set(chars)):
+            return "has a character list that is not each character once, in code-point order"
+        if len(chars) != vocab:
+            return f"lists {len(chars)} characters for vocab_size={vocab}"
+    if kind == 'byte' and vocab != 256:
+        return f"has vocab_size={vocab} for the byte tokenizer (256)"
+    if kind == 'tiktoken' and not isinstance(tok.get('name'), str):
+        return f"names no tiktoken encoding (tokenizer = {tok!r})"
+    return None
 
 
 def tokenizer_of(meta):

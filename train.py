@@ -21,9 +21,14 @@ batch fetched while the forward pass runs. What it adds to make comparisons fair
 The machinery lives in libraries named for what they do: runtime.py (settings, device, processes,
 signals, clock), checkpoint.py (what is saved and resumed, out_dir's files), data.py (batches).
 """
+import os
+import signal
+
+if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
 import dataclasses
 import math
-import os
 import time
 from contextlib import nullcontext
 from types import SimpleNamespace
@@ -31,14 +36,15 @@ from types import SimpleNamespace
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from checkpoint import (RunFiles, RunState, check_resumable, load_checkpoint, make_checkpoint,
-                        restore, rng_state, set_rng_state)
+from checkpoint import (RunFiles, RunState, check_resumable, data_switch, load_checkpoint,
+                        make_checkpoint, restore, rng_state, set_rng_state)
 from configurator import UsageError, parse_config, run_main
 from data import Batches, bits_per_byte, open_dataset
 from model import GPT, GPTConfig
+from tokenizer import tokenizer_problem
 from runtime import (Distributed, NonFiniteWatch, Progress, StopSignals, TrainConfig,
-                     autocast_context, config_text, duration, micro_steps, peak_flops,
-                     resolve_device, resolve_dtype, sync_device)
+                     autocast_context, check_memory, config_text, duration, keep_output_from_stopping_the_run,
+                     micro_steps, peak_flops, resolve_device, resolve_dtype, sync_device)
 
 
 def main(argv):
@@ -54,6 +60,9 @@ def main(argv):
 
     # data; the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
     meta, train_paths, val_paths = open_dataset(cfg.data_dir)
+    problem = meta and tokenizer_problem(meta)
+    if problem:  # else the run trains, and only sample.py finds its tokens cannot be decoded
+        raise UsageError(f"{cfg.data_dir}/meta.json {problem}; rerun prepare.py")
     ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
     ckpt = load_checkpoint(ckpt_path) if cfg.init_from == 'resume' else None
     vocab = (cfg.vocab_size or (ckpt and ckpt['model_args'].get('vocab_size'))
@@ -65,8 +74,10 @@ def main(argv):
         raise UsageError(f"vocab_size={vocab} is smaller than the data's {meta['vocab_size']} "
                          f"({cfg.data_dir}/meta.json): {source}")
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
+    check_memory(cfg, device)  # before anything is allocated
     if ckpt is not None:
         check_resumable(ckpt, cfg, meta, ckpt_path)
+    switch = ckpt and data_switch(ckpt, meta)  # --new_data: a row of log.jsonl says so
     files = RunFiles(cfg)  # out_dir's ckpt.pt, log.jsonl (one JSON object per line), config.json
     if procs.master:
         files.hold()  # one run at a time in out_dir: a second is refused now, not after its warm-up
@@ -103,11 +114,14 @@ def main(argv):
         if device_type == 'cuda':
             torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
             torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
+        if procs.master and switch:
+            print(f"note: --new_data: resuming at iter {state.iter_num} on {switch['data_switch']['to']}, "
+                  f"after {switch['data_switch']['from']}")
         return train(cfg, meta, batches, procs, files, accum=accum, raw_model=raw_model,
-                     optimizer=optimizer, scaler=scaler, state=state)
+                     optimizer=optimizer, scaler=scaler, state=state, first_rows=[switch] if switch else [])
 
 
-def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scaler, state):
+def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scaler, state, first_rows=()):
     device_type = torch.device(cfg.device).type
     ctx = autocast_context(device_type, cfg.dtype)
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
@@ -134,6 +148,8 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
     batches['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
     if procs.master:
         files.open(state.iter_num)
+        for row in first_rows:
+            files.write_row(row)
     stop_signals.install()
     progress.start()
     last = {'iter': state.iter_num, 'tokens': state.tokens_seen, 'train_s': state.train_s}
@@ -325,4 +341,5 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
 
 
 if __name__ == "__main__":
+    keep_output_from_stopping_the_run()  # a closed pipe or terminal: the run goes on, and saves
     run_main(main)
