@@ -178,20 +178,42 @@ def count_flops(config, T=None):
     return 3 * forward
 
 
+MATCH_TOLERANCE = 0.01  # match_params='gpt': at most 1% from the GPT-2 block's count, else an error
+
+
 def matched_width(config):
     """
     The width knob (ffn_hidden for transformer blocks, gmlp_d_ffn for gMLP/aMLP) that gives `config`
     the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the
     same depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob,
     so two counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing
-    within 0.5%.
+    within 0.5%. A config that cannot come within MATCH_TOLERANCE (a gMLP whose block_size^2 spatial
+    weights outweigh the GPT-2 block it is matched to) is a ValueError naming a shape where it can.
     """
-    return _matched_width(tuple(sorted(vars(config).items())))
+    w, err, target, got = _closest_width(tuple(sorted(vars(config).items())))
+    if err <= MATCH_TOLERANCE:
+        return w
+    what = config.block if config.block != 'transformer' else f"{config.attn} + {config.ffn}"
+    wider = next((W for W in range(config.n_embd + 32, 8 * config.n_embd + 1, 32)
+                  if _matches(replace(config, n_embd=W, n_head=max(1, W * config.n_head // config.n_embd)))), None)
+    shorter = next((T for T in (config.block_size // 2 ** k for k in range(1, 12))
+                    if T >= 8 and _matches(replace(config, block_size=T))), None)
+    where = ' or '.join([f"n_embd={wider}" for _ in [wider] if wider] + [f"block_size={shorter}" for _ in [shorter]
+                                                                       if shorter])
+    raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the GPT-2 block's "
+                     f"{target:,} parameters at n_layer={config.n_layer}, n_embd={config.n_embd}, block_size="
+                     f"{config.block_size} (closest: {got:,}, {got / target - 1:+.0%}); it can at "
+                     f"{where or 'a larger shape'}, or set match_params='' to compare unmatched")
+
+
+def _matches(config):
+    return _closest_width(tuple(sorted(vars(config).items())))[1] <= MATCH_TOLERANCE
 
 
 @functools.lru_cache(maxsize=None)
-def _matched_width(items):
-    config = replace(GPTConfig(**dict(items)), match_params='')
+def _closest_width(items):
+    """(knob value, relative error, the GPT-2 block's count, the count at that value)."""
+    config = GPTConfig(**{**dict(items), 'match_params': ''})
     target = count_params(replace(config, block='transformer', attn='mha', ffn='gelu', ffn_hidden=0,
                                   gmlp_d_ffn=0, pos_emb='learned', norm='layernorm'))
     knob, step = ('ffn_hidden', 1) if config.block == 'transformer' else ('gmlp_d_ffn', 2)
@@ -202,11 +224,12 @@ def _matched_width(items):
         if m % step:
             continue
         w = max(m, m * round(exact / m))
-        err = abs(count_params(replace(config, **{knob: w})) - target) / target
+        got = count_params(replace(config, **{knob: w}))
+        err = abs(got - target) / target
         if err <= 0.005:
-            return w
-        best = min(best or (err, w), (err, w))
-    return best[1]
+            return w, err, target, got
+        best = min(best or (err, w, got), (err, w, got))
+    return best[1], best[0], target, best[2]
 
 
 # -----------------------------------------------------------------------------

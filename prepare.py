@@ -52,7 +52,8 @@ class PrepareConfig:
     input: list = dataclasses.field(default_factory=list)  # files, directories, globs; replaces dataset
     tokenizer: str = ''          # char | byte | tiktoken name (gpt2) | path.tiktoken; '' = stdlib byte, else char
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
-    val_fraction: float = 0.1    # the last 10% of the corpus is the val split
+    val_fraction: float = 0.1    # the share of the corpus's bytes in the val split
+    split: str = 'auto'          # val: 'hashed' (whole files, picked by a hash of their names), 'last' (the end); auto: hashed for several files
     shard_tokens: int = 100_000_000  # tokens per shard file at most (at least 65,536)
     errors: str = 'strict'       # invalid UTF-8: 'strict' (an error) | 'replace' (with U+FFFD)
     workers: int = 0             # encoding threads; 0 = one per core
@@ -69,6 +70,7 @@ class PrepareConfig:
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
                              f"{MIN_SHARD_TOKENS:,} and 2**31 - 1 (the default is 100,000,000)")
         require(self, 'errors', lambda v: v in ('strict', 'replace'), "must be strict or replace")
+        require(self, 'split', lambda v: v in ('auto', 'hashed', 'last'), "must be auto, hashed or last")
         require(self, 'workers', lambda v: v >= 0, "must be >= 0 (0 = one per core)")
 
 
@@ -107,9 +109,12 @@ def main(argv):
     if not total:
         raise UsageError(f"the corpus is empty ({', '.join(cfg.input) or cfg.dataset} has no text)")
     source.update(documents=len(docs), bytes=total)
-    # the stdlib's val documents are spread over the library; other corpora's val is their last part
-    docs, cut = hashed_split(docs, cfg.val_fraction) if source['name'] == 'stdlib' else (
-        docs, plan_split(docs, cfg.val_fraction))
+    # val: whole documents picked by a hash of their names, spread over the corpus (the stdlib, a folder
+    # of your files: not all of one package), or the corpus's last part (one file; pydoc's topics)
+    hashed = cfg.split == 'hashed' or cfg.split == 'auto' and (source['name'] == 'stdlib' or cfg.input and len(docs) > 1)
+    if hashed and len(docs) < 2:
+        raise UsageError("--split=hashed picks whole files for val, and this corpus is one; use --split=last")
+    docs, cut = hashed_split(docs, cfg.val_fraction) if hashed else (docs, plan_split(docs, cfg.val_fraction))
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")

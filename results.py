@@ -13,6 +13,7 @@ import threading
 
 from configurator import UsageError, atomic_write, write_error
 from jobs import locked_append
+from model import MATCH_TOLERANCE
 
 # gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its own
 # variants), then the gMLP family
@@ -322,7 +323,7 @@ def summary_rows(records):
             bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
             grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
                             for k in sorted(by_lr)),
-            params=at[0]['params'], tokens=mean_std([r['tokens'] for r in at])[0],
+            params=at[0]['params'], params_text=f"{at[0]['params']:,}", tokens=mean_std([r['tokens'] for r in at])[0],
             flops=mean_std([r['flops'] or 0 for r in at])[0],
             train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
     for row in rows:  # the gaps to each reference on the same corpus, size, budget, optimizer, schedule
@@ -332,13 +333,16 @@ def summary_rows(records):
                 suffix = '' if ref == 'gpt' else f'_{ref}'
                 (row[f'gap{suffix}'], row[f'gap{suffix}_se'], row[f'vs_{ref}'],
                  row[f'gaps{suffix}']) = paired_gap(row, base)
+                off = row['params'] / base['params'] - 1
+                if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
+                    row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
     return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['schedule'], r['size'],
                                        arch_key(r['config'])))
 
 
 SUMMARY_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
-    ('params', 'params', '{:,}'), ('lr_text', 'best lr', '{}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
+    ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
     ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt, paired by seed (± s.e.)', '{}'),
     ('vs_llama', 'vs llama, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'),
     ('flops', 'FLOPs', '{:.3g}'), ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),

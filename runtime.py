@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from configurator import UsageError, require
-from model import GPTConfig, check_optimizer, count_params
+from model import GPTConfig, check_optimizer, count_params, matched_width
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 SCHEDULES = ('cosine', 'wsd')
@@ -96,7 +96,10 @@ class TrainConfig(GPTConfig):
                              f"{self.cooldown_start()}, inside warmup_iters={self.warmup_iters}: "
                              "lower warmup_iters or cooldown_frac, or raise lr_decay_iters")
         # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
-        GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
+        # (and with it whether match_params can match: train.py checks that once it knows)
+        model = GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
+        if self.vocab_size and self.match_params:
+            matched_width(model)
 
     def model_args(self):
         """The GPTConfig fields of this config, as a dict."""

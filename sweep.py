@@ -10,7 +10,7 @@ results file, then tables and plots from that file alone.
     python sweep.py --configs=gpt,gmlp --block_size=256 --data_dir=data/x   # any train.py key too
     python sweep.py --report --results=results/sweep_stdlib.jsonl  # tables and plots, no training
     python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
-    python sweep.py --quick                                        # the machinery, quickly
+    python sweep.py --quick                                        # the machinery in about a minute
 
 Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py
 key given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each
@@ -62,14 +62,16 @@ BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
-LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops')  # what a wsd branch changes
+# what a wsd branch changes (its evaluations too: they read the model, they do not change it)
+LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'eval_interval')
+EVALS = 8  # evaluations per run (a curve to draw) unless --eval_interval is given
 
 
 @dataclass
 class SweepConfig:
     configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: all
     scaling: bool = False       # each config at each of `sizes`: loss vs FLOPs, compute multipliers
-    sizes: list = field(default_factory=lambda: ['2x64', '4x128', '5x160'])  # LAYERSxWIDTH, heads of 32
+    sizes: list = field(default_factory=lambda: ['3x96', '4x128', '5x160'])  # LAYERSxWIDTH, heads of 32
     seeds: int = 1              # seeds 1..N per (config, lr): the init, the batches and dropout
     learning_rate: list = field(default_factory=list)  # a grid (1e-3,2e-3), 'tuned', or the config's
     lr_scale: list = field(default_factory=list)  # a grid of multiples of each config's own lr (0.5,1,2)
@@ -81,7 +83,7 @@ class SweepConfig:
     jobs: int = 1               # runs at once, each with cores/jobs threads
     results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl
     report: bool = False        # tables and plots from the results file only, no training
-    quick: bool = False         # a small sweep of the machinery: 2 layers of 64, 100 iterations, 2 seeds, 2 lrs
+    quick: bool = False         # the machinery in about a minute: gpt, llama, gmlp at 2x64, 100 iterations, 2 seeds x 2 lrs
     out_prefix: str = 'out-sweep'  # run directories (and the default results file) go here
     plot: bool = False          # --plot DIR [DIR ...]: plot existing runs
     json: bool = False          # print JSON instead of markdown tables
@@ -92,8 +94,11 @@ class SweepConfig:
         require(self, 'max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
 
 
-QUICK = dict(max_iters=['100'], seeds=2, learning_rate=['1e-3', '3e-3'], sizes=['1x32', '2x64'], jobs=2)
-QUICK_TRAIN = ['--eval_iters=10', '--eval_interval=50']  # evaluations after step 0: a curve to draw
+# --quick: the machinery in about a minute: three blocks, two seeds, two learning rates, 2 x 64 at a
+# 64-byte context (where gMLP's spatial weights let it match gpt's parameters), 100 iterations
+QUICK = dict(configs=['gpt', 'llama', 'gmlp'], max_iters=['100'], seeds=2, learning_rate=['2e-3', '4e-3'],
+             sizes=['1x32', '2x64'], jobs=2)
+QUICK_TRAIN = ['--eval_iters=10', '--block_size=64']
 
 
 @dataclass
@@ -184,7 +189,10 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     tokens_per_iter = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
     meta = read_meta(cfg.data_dir) if os.path.isdir(cfg.data_dir) else None
     vocab = cfg.vocab_size or (meta or {}).get('vocab_size') or 50304
-    fpt = count_flops(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab}))
+    try:  # (match_params can be checked once the vocabulary is known)
+        fpt = count_flops(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab}))
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
     iters = cfg.max_iters
     if kind == 'max_iters':
         iters = value = value or cfg.max_iters
@@ -197,6 +205,8 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
               'warmup_iters': cfg.warmup_iters if wsd else min(cfg.warmup_iters, max(iters // 10, 0)),
               'always_save_checkpoint': True}  # a run stopped at any point loses at most an eval_interval
+    if 'eval_interval' not in keys_given(overrides) and kind != 'max_seconds':
+        budget['eval_interval'] = max(1, iters // EVALS)  # a curve of EVALS points, whatever the budget
     if kind != 'max_iters':
         budget[kind] = value
     try:
@@ -221,7 +231,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         plan.branch_at = run.cooldown_start()
         plan.trunk_cmd = [sys.executable, TRAIN, *args, f'--out_dir={plan.trunk}', '--log_interval=50',
                           '--max_tokens=0', '--max_flops=0', '--max_seconds=0', '--always_save_checkpoint=True',
-                          f'--warmup_iters={run.warmup_iters}']
+                          f'--warmup_iters={run.warmup_iters}', f'--eval_interval={run.eval_interval}']
     return plan
 
 
@@ -637,8 +647,9 @@ def main(argv):
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
-    if sweep.quick:  # a few-minute version of the same sweep, at tiny sizes
-        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given})
+    if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
+        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items()
+                                              if k not in given and not (k == 'configs' and positional)})
         overrides = [*QUICK_TRAIN, *overrides]
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]

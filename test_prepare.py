@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ def run_cli(args, cwd):
 
 
 def write(path, content):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, 'wb') as f:
         f.write(content.encode() if isinstance(content, str) else content)
     return str(path)
@@ -87,7 +89,7 @@ def test_prepare_with_local_ranks_file(tmp_path):
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     docs = [write(tmp_path / f'doc{i}.txt', f"the thing {i} is in the {'ring ' * i}\n" * 3) for i in range(20)]
     out = tmp_path / 'out'
-    P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}'])
+    P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}', '--split=last'])
     meta = D.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'tiktoken' and meta['eot_token'] == 264 and meta['split']['cut'] == 'document'
     tok = tokenizer.load_tokenizer(meta)
@@ -701,3 +703,27 @@ def test_a_pipe_is_read_and_unreadable_inputs_are_one_line(tmp_path):
         with pytest.raises(P.UsageError, match=r"cannot read '.*c.txt' \(permission denied\)"):
             P.main([f'--input={folder}', f'--out_dir={tmp_path / "out"}'])
     assert not os.path.exists(tmp_path / 'out')
+
+
+def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tmp_path):
+    """Seven packages of five files each: the default val takes whole files picked by a hash of their
+    paths, from several packages (the path-order tail would be all of the last package); --split=last
+    keeps the old tail, and meta.json records which."""
+    for p in range(7):
+        for f in range(5):
+            write(tmp_path / 'src' / f'pkg{p}' / f'mod{f}.py', f"# package {p} module {f}\n" + f"x{p} = {f}\n" * 40)
+    P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "h"}'])
+    meta = D.read_meta(str(tmp_path / 'h'))
+    assert meta['split'] == {'val_fraction': 0.1, 'cut': 'hashed documents'}
+    tok = tokenizer.load_tokenizer(meta)
+    val = tok.decode(read_split(tmp_path / 'h', 'val').tolist())
+    packages = set(re.findall(r'# package (\d)', val))
+    assert len(packages) >= 2 and 3 <= val.count('# package') <= 5  # whole files, from several packages
+    train = tok.decode(read_split(tmp_path / 'h', 'train').tolist())
+    assert train.count('# package') + val.count('# package') == 35  # every file once
+    P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "l"}', '--split=last'])
+    last = D.read_meta(str(tmp_path / 'l'))
+    tail = tokenizer.load_tokenizer(last).decode(read_split(tmp_path / 'l', 'val').tolist())
+    assert last['split']['cut'] != 'hashed documents' and set(re.findall(r'# package (\d)', tail)) == {'6'}
+    with pytest.raises(P.UsageError, match='--split=hashed picks whole files for val, and this corpus is one'):
+        P.main([f'--input={tmp_path / "src" / "pkg0" / "mod0.py"}', f'--out_dir={tmp_path / "o"}', '--split=hashed'])

@@ -94,7 +94,7 @@ def record(config, seed, val, **kw):
     key = dict(config=config, seed=seed, lr=1e-3, **kw)
     return dict(kind='sweep', key=key, config=config, size='1x32', seed=seed, lr=1e-3, optimizer='adamw',
                 budget='max_iters', budget_value=10, data_dir='d', val_loss=val, params=100, tokens=10,
-                flops=1.0, train_s=1.0)
+                flops=1.0, train_s=1.0, curve=[[0, 0, 0.0, 0.0, val + 1], [10, 10, 1.0, 1.0, val]])
 
 
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
@@ -264,3 +264,63 @@ def test_wsd_branches_equal_straight_runs_and_share_one_constant_lr_run(tiny_dat
         assert [r['val_loss'] for r in rows if 'val_loss' in r][-1] == rec['val_loss']
     again = cli(*args)
     assert again.returncode == 0 and '0 runs to do' in again.stderr
+
+
+# -----------------------------------------------------------------------------
+# a sweep that cannot mislead: matched parameters, curves, edges, its own runs
+
+def test_a_match_that_cannot_come_within_one_percent_is_an_error_naming_where_it_can():
+    """gMLP at 2x64 with a 256-byte context: its 256 x 256 spatial weights per layer outweigh the GPT-2
+    block it is matched to (+13%); the error says so and names a shape that matches."""
+    from model import GPTConfig, count_params, matched_width
+    cfg = GPTConfig(n_layer=2, n_embd=64, n_head=2, block_size=256, vocab_size=256, block='gmlp', pos_emb='none',
+                    match_params='gpt', bias=False)
+    with pytest.raises(ValueError, match=r"gmlp cannot come within 1% of the GPT-2 block's 131,392 parameters at "
+                                         r"n_layer=2, n_embd=64, block_size=256 \(closest: 148,546, \+13%\); it can "
+                                         r"at n_embd=96 or block_size=128"):
+        matched_width(cfg)
+    for shape in (dict(n_embd=96, n_head=3), dict(block_size=128)):  # the shapes it names do match
+        ok = GPTConfig(**{**vars(cfg), **shape})
+        gpt = GPTConfig(**{**vars(ok), 'block': 'transformer', 'pos_emb': 'learned', 'match_params': ''})
+        assert abs(count_params(ok) / count_params(gpt) - 1) <= 0.01
+
+
+def test_a_sweep_at_a_shape_a_config_cannot_match_is_one_line(tiny_data, tmp_path):
+    r = cli('--configs=gpt,gmlp', '--n_layer=2', '--n_embd=64', '--n_head=2', '--block_size=256',
+            f'--data_dir={tiny_data}', '--max_iters=2', f'--results={tmp_path / "r.jsonl"}')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith("error: gmlp: match_params='gpt': gmlp cannot come within 1%")
+    assert not (tmp_path / 'r.jsonl').exists()
+
+
+def test_tables_mark_a_config_whose_parameters_are_not_matched(tmp_path, capsys):
+    path = str(tmp_path / 'r.jsonl')
+    for config, params in (('gpt', 1000), ('wide', 1300), ('near', 1005)):
+        R.append_record(path, {**record(config, 1, 2.0), 'params': params})
+    sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
+    out = capsys.readouterr().out
+    assert '| wide | 1x32 | adamw | max_iters=10 | 1,300 (+30% vs gpt: not matched) |' in out
+    assert '| near | 1x32 | adamw | max_iters=10 | 1,005 |' in out
+
+
+def test_a_best_lr_at_the_edge_of_its_grid_is_flagged_with_the_flag_that_extends_it(tmp_path, capsys):
+    path = str(tmp_path / 'r.jsonl')
+    for lr, val in ((1e-3, 2.0), (2e-3, 1.9), (4e-3, 1.8)):  # still falling at the largest lr
+        R.append_record(path, {**record('gpt', 1, val), 'lr': lr, 'key': {'lr': lr}})
+    rows = sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
+    assert rows[0]['edge'] == 'top' and not rows[0]['tuned']
+    assert '| 0.004 (top of grid: --extend_lr) |' in capsys.readouterr().out
+
+
+def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny_data, tmp_path):
+    results = tmp_path / 'r.jsonl'
+    R.append_record(str(results), {**record('amlp', 7, 9.9), 'data_dir': 'another', 'key': {'other': 1}})
+    r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40', '--learning_rate=2e-3'))
+    assert r.returncode == 0, r.stderr
+    rec = next(x for x in R.read_results(str(results)) if x['config'] == 'gpt')
+    assert [p[0] for p in rec['curve']] == [0, 5, 10, 15, 20, 25, 30, 35, 40]  # every 40 // 8 iterations
+    assert '| gpt |' in r.stdout and 'amlp' not in r.stdout  # this sweep's runs only
+    assert 'amlp' in cli('--report', f'--results={results}').stdout  # --report: the whole file
+    r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40', '--learning_rate=2e-3', '--eval_interval=20'))
+    rec = [x for x in R.read_results(str(results)) if x['config'] == 'gpt'][-1]
+    assert [p[0] for p in rec['curve']] == [0, 20, 40]  # given: as given

@@ -73,7 +73,10 @@ def main(argv):
                   "trained on")
         raise UsageError(f"vocab_size={vocab} is smaller than the data's {meta['vocab_size']} "
                          f"({cfg.data_dir}/meta.json): {source}")
-    cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
+    try:  # (the checks that need the vocabulary: match_params at this shape)
+        cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     check_memory(cfg, device)  # before anything is allocated
     if ckpt is not None:
         check_resumable(ckpt, cfg, meta, ckpt_path)
