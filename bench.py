@@ -117,7 +117,7 @@ def speed_row(path, bench, overrides):
     tokens_per_s = cfg.batch_size * T / dt
     peak_mem = (torch.cuda.max_memory_allocated() if device_type == 'cuda' else
                 rss_bytes('VmHWM') - base)
-    peak = peak_flops(device, cfg.peak_flops)
+    peak = peak_flops(device, cfg.peak_flops, dtype)
     row = dict(config=os.path.basename(path)[:-3], params=model.get_num_params(),
                ms_per_iter=dt * 1000, ms_min=min(times) * 1000, ms_max=max(times) * 1000,
                ms_range=f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}"

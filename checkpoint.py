@@ -5,6 +5,7 @@ straight one), the checks before resuming, and `RunFiles`: out_dir's ckpt.pt, lo
 config.json, written atomically, with a previous run kept in out_dir/prev/.
 """
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -18,9 +19,9 @@ import numpy as np
 import torch
 
 from configurator import UsageError, atomic_write, disk_full, lock_folder, write_error
-from data import describe_data, fingerprint, fsync_dir
+from data import describe_data, fingerprint, fsync_dir, read_meta
 from model import GPT, GPTConfig
-from tokenizer import describe_tokenizer, tokenizer_of
+from tokenizer import describe_tokenizer, load_tokenizer, tokenizer_of
 
 CHECKPOINT_FORMAT = 1
 RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss', 'rng')
@@ -204,6 +205,54 @@ def make_checkpoint(model, optimizer, scaler, state, *, cfg, meta, rng):
             'best_val_loss': state.best_val_loss, 'train_s': state.train_s, 'elapsed_s': state.elapsed_s,
             'rng': rng, 'evaluated': state.evaluated_at == state.iter_num,  # False: resuming evaluates first
             'finished': state.finished}
+
+
+# -----------------------------------------------------------------------------
+# what a script that reads a trained run needs: which checkpoint, and its tokenizer
+
+def checkpoint_path(out_dir):
+    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just
+    trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
+    if out_dir:
+        return os.path.join(out_dir, 'ckpt.pt')
+    runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
+    if not runs:
+        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
+                         "python train.py configs/quick.py: about two minutes on a CPU) or pass "
+                         "--out_dir=the/run")
+    names = ', '.join(os.path.dirname(p) for p in runs)
+    others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
+    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}",
+          file=sys.stderr)
+    return runs[0]
+
+
+def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE ranks
+    file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
+    meta = ckpt.get('meta')
+    if meta is None:  # an older checkpoint: the data directory it names, if it is still there
+        data_dir = (ckpt.get('config') or {}).get('data_dir')
+        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
+    if meta is None:
+        if vocab_size < 50257:
+            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
+                             "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
+                             "trained on")
+        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
+        # 50304
+        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
+              "shards)", file=sys.stderr)
+        meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
+    data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
+    look_in = [d for d in dict.fromkeys([out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.'])
+               if d and os.path.isdir(d)]
+    tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
+    if tok.vocab_size > vocab_size:
+        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
+                         f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
+                         "its model")
+    return tok
 
 
 # -----------------------------------------------------------------------------

@@ -14,3 +14,90 @@ def tiny_data(tmp_path_factory):
     corpus.write_text(''.join(' '.join(rng.choice(words, size=12)) + '.\n' for _ in range(500)))
     prepare.main([f'--input={corpus}', f'--out_dir={folder / "data"}'])
     return str(folder / 'data')
+
+
+class FakeHub:
+    """A local stand-in for the Hugging Face hub's file endpoint (HF_ENDPOINT points at it): HEAD and
+    GET of /datasets/<repo>/resolve/<revision>/<file>, with ranges. `cut[name] = n` ends the next GET of
+    that file after n bytes and fails every retry until `cut` is cleared (a connection that died);
+    `ranges` records each GET's Range header."""
+
+    def __init__(self, files):
+        import http.server
+        import threading
+        self.files, self.cut, self.ranges = dict(files), {}, []
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def name(self):
+                parts = self.path.split('?')[0].split('/')
+                return parts[-1] if 'resolve' in parts and parts[-1] in hub.files else None
+
+            def headers_for(self, data, status=200, start=0):
+                import hashlib
+                self.send_response(status)
+                self.send_header('X-Repo-Commit', '0' * 40)
+                self.send_header('ETag', f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header('Accept-Ranges', 'bytes')
+                self.send_header('Content-Length', str(len(data) - start))
+                if status == 206:
+                    self.send_header('Content-Range', f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.end_headers()
+
+            def do_HEAD(self):
+                name = self.name()
+                if name is None:
+                    self.send_response(404)
+                    self.end_headers()
+                else:
+                    self.headers_for(hub.files[name])
+
+            def do_GET(self):
+                name = self.name()
+                if name is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data, rng = hub.files[name], self.headers.get('Range')
+                hub.ranges.append((name, rng))
+                if name in hub.cut and hub.cut[name] is None:  # the retries of a dead connection fail
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                start = int(rng.split('=')[1].split('-')[0]) if rng else 0
+                self.headers_for(data, 206 if rng else 200, start)
+                if name in hub.cut:
+                    self.wfile.write(data[start:start + hub.cut[name]])
+                    hub.cut[name] = None
+                    return  # the connection closes short of Content-Length
+                self.wfile.write(data[start:])
+
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def llmc_shard(tokens, *, ntok=None):
+    """llm.c's shard bytes: a 256 x int32 header (magic 20240520, version 1, token count) and uint16 tokens."""
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, len(tokens) if ntok is None else ntok)
+    return header.tobytes() + np.asarray(tokens, dtype=np.uint16).tobytes()
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """FineWeb's shards, tiny (GPT-2 ids of a repeated text), behind a local endpoint: (hub, files)."""
+    pytest.importorskip('huggingface_hub')
+    import huggingface_hub.constants
+    rng = np.random.default_rng(0)
+    files = {'fineweb_val_000000.bin': llmc_shard(rng.integers(0, 50257, 3000))}
+    for i in range(1, 4):
+        files[f'fineweb_train_{i:06d}.bin'] = llmc_shard(rng.integers(0, 50257, 20000 + i))
+    hub = FakeHub(files)
+    monkeypatch.setenv('HF_ENDPOINT', hub.url)
+    monkeypatch.setenv('HF_HUB_DISABLE_TELEMETRY', '1')
+    monkeypatch.setattr(huggingface_hub.constants, 'DOWNLOAD_CHUNK_SIZE', 4096)  # a cut lands after whole chunks
+    return hub, files

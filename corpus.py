@@ -11,6 +11,7 @@ import glob
 import hashlib
 import io
 import itertools
+import json
 import os
 import re
 import sys
@@ -306,3 +307,76 @@ def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
         for text, read in texts(doc, start, end, errors, bpe=bpe):
             yield split, text, sep if new_doc else sep[:0], read - before + (sep_bytes if new_doc else 0)
             new_doc, before = False, read
+
+
+# -----------------------------------------------------------------------------
+# FineWeb, already tokenised: llm.c's shards of GPT-2 tokens, downloaded (the GPU user's corpus)
+
+FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin', train='fineweb_train_{:06d}.bin',
+               shards=103, description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as GPT-2 "
+                                       "tokens in llm.c's shard format, 100M tokens a shard (modded-nanogpt's)")
+
+
+def fetch_fineweb(out_dir, train_shards):
+    """Download the val shard and the first `train_shards` train shards of FINEWEB into out_dir (each into
+    NAME.partial, resumed where an interrupted run left it, with a progress bar), check each (magic,
+    version, token count against the file's size) before it counts, and return the dataset's meta: the
+    caller commits it as meta.json. A shard already there and whole is not fetched again. Through
+    huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror), imported only here."""
+    from data import ShardError, load_shard, shard_ok
+    try:
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.file_download import http_get
+    except ImportError:
+        raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not installed: "
+                         "pip install huggingface_hub") from None
+    endpoint = os.environ.get('HF_ENDPOINT') or None  # read now, not when huggingface_hub was imported
+    names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
+    try:
+        with open(os.path.join(out_dir, 'meta.json')) as f:
+            files = dict(json.load(f)['source']['files'])  # the etags of the shards fetched before
+    except (OSError, ValueError, KeyError, TypeError):
+        files = {}
+    for name in names:
+        path = os.path.join(out_dir, name)
+        url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
+        whole = os.path.isfile(path) and shard_ok(path)
+        if whole and name in files:  # fetched, whole and committed before: no network needed
+            continue
+        try:
+            info = get_hf_file_metadata(url, endpoint=endpoint)
+            files[name] = (info.etag or '').strip('"')
+            if whole and os.path.getsize(path) == info.size:
+                continue
+            partial = path + '.partial'
+            done = os.path.getsize(partial) if os.path.isfile(partial) else 0
+            if done > (info.size or 0):  # longer than the file: not a piece of this one
+                os.remove(partial)
+                done = 0
+            with open(partial, 'ab') as f:
+                http_get(url, f, resume_size=done, expected_size=info.size, displayed_filename=name)
+                f.flush()
+                os.fsync(f.fileno())
+        except Exception as e:  # whatever the download raises (no network, HTTP errors, a full disk)
+            if isinstance(e, UsageError):
+                raise
+            raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:160] if str(e) else 'no detail'}); what is fetched is "
+                             "kept: rerun to go on (HF_ENDPOINT=... names a mirror)") from None
+        try:
+            load_shard(partial)
+        except ShardError as e:  # a corrupt download never counts: removed, so a rerun fetches it again
+            os.remove(partial)
+            raise UsageError(f"{name} from {url} is not a whole shard ({str(e).split(': ', 1)[1]}); it is "
+                             "removed: rerun to fetch it again") from None
+        os.replace(partial, path)
+    shards = {'val': names[:1], 'train': names[1:]}
+    tokens = {s: sum(len(load_shard(os.path.join(out_dir, n))) for n in shards[s]) for s in shards}
+    max_id = {s: max(int(load_shard(os.path.join(out_dir, n)).max()) for n in shards[s]) for s in shards}
+    files = {n: files.get(n) for n in names}
+    return {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}, 'vocab_size': 50257,
+            'eot_token': 50256, 'dtype': 'uint16',
+            'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'], 'description': FINEWEB['description'],
+                       'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}", 'files': files},
+            'split': {'cut': "the dataset's own val shard"}, 'tokens': tokens, 'max_id': max_id, 'shards': shards,
+            'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of their text"}

@@ -74,6 +74,15 @@ def load_shard(path):
     return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
 
 
+def shard_ok(path):
+    """Whether `path` is a whole shard (load_shard's checks pass)."""
+    try:
+        load_shard(path)
+        return True
+    except ShardError:
+        return False
+
+
 # -----------------------------------------------------------------------------
 # meta.json and the shards it lists
 

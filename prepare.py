@@ -29,26 +29,28 @@ if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes s
 
 import dataclasses
 import functools
+import json
 import shlex
 import sys
 import time
 
 import numpy as np
 
-from configurator import UsageError, parse_config, require, run_main
-from corpus import (file_corpus, hashed_split, ordered_map, pieces, plan_split, pydoc_corpus,
-                    shakespeare_corpus, split_parts, stdlib_corpus, texts)
-from data import DatasetWriter
+from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
+from corpus import (FINEWEB, fetch_fineweb, file_corpus, hashed_split, ordered_map, pieces, plan_split,
+                    pydoc_corpus, shakespeare_corpus, split_parts, stdlib_corpus, texts)
+from data import DatasetWriter, makedirs
 from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name,
                        tiktoken_from_file)
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
-DATASETS = ('pydoc', 'stdlib', 'shakespeare')
+DATASETS = ('pydoc', 'stdlib', 'shakespeare', 'fineweb')
 
 
 @dataclasses.dataclass
 class PrepareConfig:
-    dataset: str = 'pydoc'       # pydoc | stdlib (both inside Python: offline) | shakespeare (downloaded)
+    dataset: str = 'pydoc'       # pydoc | stdlib (both inside Python: offline) | shakespeare | fineweb (downloaded)
+    train_shards: int = 1        # fineweb: train shards to download, 100M GPT-2 tokens (200 MB) each, 1..103
     input: list = dataclasses.field(default_factory=list)  # files, directories, globs; replaces dataset
     tokenizer: str = ''          # char | byte | tiktoken name (gpt2) | path.tiktoken; '' = stdlib byte, else char
     out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
@@ -64,7 +66,10 @@ class PrepareConfig:
             raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or pass "
                              "--input=PATH")
         stdlib = self.dataset == 'stdlib' and not self.input
-        self.tokenizer = self.tokenizer or ('byte' if stdlib else 'char')
+        if self.dataset == 'fineweb' and self.tokenizer not in ('', 'gpt2'):
+            raise ValueError(f"--dataset=fineweb is GPT-2 tokens already; leave out --tokenizer={self.tokenizer}")
+        self.tokenizer = self.tokenizer or ('byte' if stdlib else 'gpt2' if self.dataset == 'fineweb' else 'char')
+        require(self, 'train_shards', lambda v: 1 <= v <= FINEWEB['shards'], f"must be in 1..{FINEWEB['shards']}")
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
         if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny: thousands of files, few windows
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
@@ -96,11 +101,30 @@ def encode(tok, item):
     return split, np.concatenate([prefix, tok.encode_array(text)]), nbytes
 
 
+def download(cfg, argv, t0):
+    """--dataset=fineweb: shards fetched (and checked) as they are, committed by one meta.json."""
+    out_dir = cfg.out_dir or os.path.join('data', 'fineweb10B')
+    makedirs(out_dir)
+    lock = lock_folder(out_dir, 'a dataset')
+    try:
+        meta = fetch_fineweb(out_dir, cfg.train_shards)
+        meta['command'] = shlex.join(['python', sys.argv[0], *argv])
+        atomic_write(os.path.join(out_dir, 'meta.json'),
+                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+    finally:
+        os.close(lock)
+    print(f"{out_dir}: {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of FineWeb "
+          f"(GPT-2 BPE, {len(meta['shards']['train'])} train shard(s)) in {time.time() - t0:.0f}s")
+    return meta
+
+
 def main(argv):
     cfg = parse_config(PrepareConfig, argv, doc=__doc__)
     t0 = time.time()
     if cfg.input and cfg.dataset != 'pydoc':
         raise UsageError("pass either --dataset or --input, not both")
+    if cfg.dataset == 'fineweb':
+        return download(cfg, argv, t0)
     docs, source = (file_corpus(cfg.input) if cfg.input else
                     stdlib_corpus() if cfg.dataset == 'stdlib' else
                     shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else

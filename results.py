@@ -325,7 +325,9 @@ def summary_rows(records):
                             for k in sorted(by_lr)),
             params=at[0]['params'], params_text=f"{at[0]['params']:,}", tokens=mean_std([r['tokens'] for r in at])[0],
             flops=mean_std([r['flops'] or 0 for r in at])[0],
-            train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at))
+            train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at,
+            hellaswag_pm="{:.4f} ± {:.4f} ({})".format(*mean_std([r['hellaswag_acc_norm'] for r in at]))
+            if all('hellaswag_acc_norm' in r for r in at) else None))
     for row in rows:  # the gaps to each reference on the same corpus, size, budget, optimizer, schedule
         for ref in REFERENCES:
             base = next((b for b in rows if b['config'] == ref and all(b[k] == row[k] for k in SAME_RUN)), None)
@@ -347,6 +349,7 @@ SUMMARY_COLUMNS = [
     ('vs_llama', 'vs llama, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'),
     ('flops', 'FLOPs', '{:.3g}'), ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
 ]
+HELLASWAG_COLUMN = ('hellaswag_pm', 'HellaSwag acc_norm mean ± std (n)', '{}')  # where the records have it
 SCALING_COLUMNS = [
     ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
     ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),

@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -65,7 +66,7 @@ class TrainConfig(GPTConfig):
     device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32) or one of DTYPES
     compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
-    peak_flops: float = 0.0            # for MFU; 0 = the GPU's bf16 peak by name (PEAK_TFLOPS), none on CPU
+    peak_flops: float = 0.0            # for MFU; 0 = the GPU's dense peak for dtype by name (PEAK_TFLOPS), none on CPU
     ddp_timeout_s: float = 1800.0      # DDP: a process that waits this long on the others stops the run with a message
     seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
 
@@ -228,20 +229,26 @@ def autocast_context(device_type, dtype):
     return torch.amp.autocast(device_type=device_type, dtype=dtype)
 
 
-# dense bf16 peaks (TFLOP/s) by GPU name, for MFU; other GPUs need --peak_flops
-# (matched as substrings of torch.cuda.get_device_name, most specific first)
-PEAK_TFLOPS = [('H200', 989), ('H100 PCIe', 756), ('H100 NVL', 835), ('H100', 989), ('A100', 312),
-               ('L40S', 362), ('L40', 181), ('L4', 121), ('A10G', 125), ('RTX 4090', 165)]
+# Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by GPU name as torch reports
+# it (a regular expression, most specific first): (name, bf16/fp16 with float32 accumulation, tf32).
+# float32 runs use the tf32 peak: train.py lets matmuls use tf32. A GPU not listed gets no MFU.
+PEAK_TFLOPS = [(r'H200 NVL', 835, 418), (r'H200', 989, 495),
+               (r'H100 PCIe', 756, 378), (r'H100 NVL', 835, 418), (r'H100', 989, 495),  # H100: SXM5
+               (r'A100', 312, 156),  # SXM4 and PCIe, 40 and 80 GB
+               (r'L40S', 362, 183), (r'L40\b', 181, 90.5), (r'L4\b', 121, 60), (r'\bA10\b', 125, 62.5),
+               (r'RTX 4090', 165, 82.6), (r'RTX 3090 Ti', 80, 40), (r'RTX 3090', 71, 35.6)]
 
 
-def peak_flops(device, override=0.0):
-    """Peak FLOP/s that MFU divides by: the override, else the GPU's bf16 dense peak; None on CPU/MPS."""
+def peak_flops(device, override=0.0, dtype='bfloat16'):
+    """Peak FLOP/s that MFU divides by: the override, else the GPU's dense peak for `dtype` (tf32's for
+    float32) from PEAK_TFLOPS; None on CPU/MPS and on a GPU the table does not know."""
     if override:
         return override
     if not device.startswith('cuda'):
         return None
     name = torch.cuda.get_device_name(torch.device(device))
-    return next((tf * 1e12 for key, tf in PEAK_TFLOPS if key in name), None)
+    row = next((row for row in PEAK_TFLOPS if re.search(row[0], name)), None)
+    return None if row is None else (row[2] if dtype == 'float32' else row[1]) * 1e12
 
 
 def decode_threads(model, prompt, *, given=0, device_type='cpu'):

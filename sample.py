@@ -22,7 +22,6 @@ if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes s
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
-import glob
 import math
 import sys
 import time
@@ -30,12 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
-from checkpoint import load_checkpoint, model_from_checkpoint
+from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
 from configurator import UsageError, help_text, parse_config, run_main
-from data import read_meta
 from runtime import (DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device,
                      resolve_dtype)
-from tokenizer import load_tokenizer
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
 USAGE = "python sample.py [config.py] [--key=value ...]"
@@ -97,51 +94,6 @@ def parse_args(argv):
     both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)),
                         argv, usage=USAGE)
     return SampleConfig(**{name: getattr(both, name) for name in mine})
-
-
-def checkpoint_path(out_dir):
-    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just
-    trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
-    if out_dir:
-        return os.path.join(out_dir, 'ckpt.pt')
-    runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
-    if not runs:
-        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
-                         "python train.py configs/quick.py: about two minutes on a CPU) or pass "
-                         "--out_dir=the/run")
-    names = ', '.join(os.path.dirname(p) for p in runs)
-    others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
-    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}",
-          file=sys.stderr)
-    return runs[0]
-
-
-def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
-    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE ranks
-    file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
-    meta = ckpt.get('meta')
-    if meta is None:  # an older checkpoint: the data directory it names, if it is still there
-        data_dir = (ckpt.get('config') or {}).get('data_dir')
-        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
-    if meta is None:
-        if vocab_size < 50257:
-            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
-                             "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
-                             "trained on")
-        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
-        # 50304
-        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
-              "shards)", file=sys.stderr)
-        meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
-    data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
-    look_in = [d for d in dict.fromkeys([out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.'])
-               if d and os.path.isdir(d)]
-    tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
-    if tok.vocab_size > vocab_size:
-        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
-                         f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
-                         "its model")
-    return tok
 
 
 def read_start(start, tok):

@@ -52,7 +52,7 @@ from configurator import UsageError, keys_given, numbers, parse_config, require,
 from data import describe_data, fingerprint, read_meta
 from jobs import Stopper, check_claimable, claim, release
 from model import GPTConfig, count_flops, count_params
-from results import (SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr, check_writable,
+from results import (HELLASWAG_COLUMN, SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr, check_writable,
                      config_paths, groups, key_id, markdown_table, plot_curves, plot_regime, plot_scaling,
                      plot_sweep, pyplot, read_results, regime_groups, regime_tables, save_png,
                      scaling_rows, summary_rows, tuned_lrs)
@@ -60,6 +60,7 @@ from runtime import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')
+EVAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'eval.py')
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
@@ -80,6 +81,9 @@ class SweepConfig:
     max_tokens: list = field(default_factory=list)  # budget(s): equal tokens
     max_flops: list = field(default_factory=list)   # budget(s): equal training FLOPs (GPT.flops_per_token x tokens)
     max_seconds: float = 0.0    # budget: equal training seconds
+    recipe: str = ''            # a config file applied after each architecture config (configs/_fineweb124m.py)
+    hellaswag: str = ''         # score each finished run on this HellaSwag jsonl (eval.py): a column ('' = none)
+    hellaswag_limit: int = 0    # with --hellaswag: its first N items only (0 = all)
     jobs: int = 1               # runs at once, each with cores/jobs threads
     results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl
     report: bool = False        # tables and plots from the results file only, no training
@@ -155,6 +159,14 @@ def run_id(key):
     return key_id({k: v for k, v in key.items() if k not in DEFAULTS or DEFAULTS[k] != v})
 
 
+def file_sha256(path):
+    try:
+        with open(path, 'rb') as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
+
+
 def integer(text):
     """'4200' or '8.5e6' as an int; a ValueError for '1.5'."""
     value = float(text)
@@ -180,7 +192,8 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     architecture finishes its decay at the budget whatever its FLOPs per token. The key is the run as
     train.py will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
-    args = [path, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
+    recipe = [sweep.recipe] if sweep.recipe else []  # after the architecture's file: its keys win
+    args = [path, *recipe, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
     if lr:
         args += [f'--learning_rate={lr}', f'--min_lr={lr / 10}']
     cfg = parse_config(TrainConfig, args)
@@ -216,6 +229,8 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': data_fingerprint(cfg.data_dir),
            **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT}}
+    if sweep.hellaswag:  # a record with the score is another record
+        key['hellaswag'] = {'items': file_sha256(sweep.hellaswag)[:12], 'limit': sweep.hellaswag_limit}
     fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
                   budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
                   batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant')
@@ -374,7 +389,7 @@ class Sweep:
     (one run folder, one sweep: from its start to its record), the stop, and the progress lines."""
 
     def __init__(self, sweep, results_path, stopper):
-        self.results, self.stopper = results_path, stopper
+        self.results, self.stopper, self.score_items = results_path, stopper, sweep.hellaswag
         self.claims = os.path.join(sweep.out_prefix, '.claims')
         cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
         self.env = {**os.environ, 'OMP_NUM_THREADS': str(max(1, cores // sweep.jobs))}
@@ -466,10 +481,30 @@ class Sweep:
                 return self.note(plan, None, f"{plan.run_dir} ended at iter {state.get('iter_num')} without "
                                              f"finishing its {plan.iters} iterations; not recorded")
             record = record_of(plan, wall, branched)
+            if 'hellaswag' in plan.key:  # scored by eval.py before the run counts as recorded
+                score, why = self.hellaswag(plan)
+                if score is None:
+                    return self.note(plan, None, why)
+                record.update(score)
             append_record(self.results, record, kept=plan.run_dir)
             return self.note(plan, record, None)
         finally:
             release(fd)
+
+    def hellaswag(self, plan):
+        """({hellaswag_acc_norm, hellaswag_acc, hellaswag_n}, None) from eval.py on the finished run, or
+        (None, why)."""
+        out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
+        cmd = [sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
+               f"--limit={plan.key['hellaswag']['limit']}", f'--json={out}',
+               f"--device={plan.key['device']}"]
+        proc = self.stopper.run(cmd, env=self.env)
+        if proc is None or proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ['?'])[-1] if proc else ''
+            return None, 'stopped' if proc is None or self.stopper else f"eval.py failed: {last}"
+        with open(out) as f:
+            r = json.load(f)
+        return {'hellaswag_acc_norm': r['acc_norm'], 'hellaswag_acc': r['acc'], 'hellaswag_n': r['n']}, None
 
     def note(self, plan, record, why, trunk=False):
         """Count and print what became of a run."""
@@ -604,7 +639,7 @@ def report(sweep, results_path, png, only=None):
         main_size = collections.Counter(r['size'] for r in rs).most_common(1)[0][0]
         main = [r for r in rs if r['size'] == main_size]
         say(f"\n### {rs[0]['corpus']}: {budget}, {opt}, {sched} schedule, size {main_size}\n")
-        say(markdown_table(main, SUMMARY_COLUMNS))
+        say(markdown_table(main, SUMMARY_COLUMNS + [HELLASWAG_COLUMN] * any(r['hellaswag_pm'] for r in main)))
         if (data, main_size, opt, sched, main[0]['kind']) in in_regime:
             continue  # its plot is the regime view's
         corpus = f"-{os.path.basename(data)}" if several else ''
@@ -644,6 +679,9 @@ def main(argv):
         return rows
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs
+    for flag in ('recipe', 'hellaswag'):
+        if getattr(sweep, flag) and not os.path.isfile(getattr(sweep, flag)):
+            raise UsageError(f"--{flag}={getattr(sweep, flag)!r} not found")
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
@@ -655,7 +693,7 @@ def main(argv):
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
     paths = config_paths(sweep.configs + positional)
     for path in paths:  # every override is valid for every config before anything runs
-        parse_config(TrainConfig, [path, *overrides])
+        parse_config(TrainConfig, [path, *([sweep.recipe] if sweep.recipe else []), *overrides])
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
     png = sweep.png or os.path.splitext(results_path)[0] + '.png'
     ok = True

@@ -727,3 +727,79 @@ def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tm
     assert last['split']['cut'] != 'hashed documents' and set(re.findall(r'# package (\d)', tail)) == {'6'}
     with pytest.raises(P.UsageError, match='--split=hashed picks whole files for val, and this corpus is one'):
         P.main([f'--input={tmp_path / "src" / "pkg0" / "mod0.py"}', f'--out_dir={tmp_path / "o"}', '--split=hashed'])
+
+
+# -----------------------------------------------------------------------------
+# FineWeb: downloaded shards, checked, resumed, committed by meta.json (a local endpoint: no network)
+
+def test_fineweb_downloads_checks_and_commits_shards(fake_hub, tmp_path, capsys):
+    hub, files = fake_hub
+    out = tmp_path / 'fw'
+    meta = P.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={out}'])
+    assert meta['shards'] == {'val': ['fineweb_val_000000.bin'],
+                              'train': ['fineweb_train_000001.bin', 'fineweb_train_000002.bin']}
+    for name in ('fineweb_val_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000002.bin'):
+        assert (out / name).read_bytes() == files[name]
+    assert not (out / 'fineweb_train_000003.bin').exists()
+    on_disk = D.read_meta(str(out))
+    assert on_disk['tokens'] == {'val': 3000, 'train': 20001 + 20002} and on_disk['vocab_size'] == 50257
+    assert on_disk['tokenizer'] == {'kind': 'tiktoken', 'name': 'gpt2'} and 'bits_per_byte' in on_disk
+    assert D.bits_per_byte(on_disk, 'val', 2.0) is None  # the byte count is unknown: no bits per byte
+    assert [len(D.load_shard(p)) for p in D.find_shards(str(out), 'train')] == [20001, 20002]
+    hub.ranges.clear()
+    P.main(['--dataset=fineweb', '--train_shards=3', f'--out_dir={out}'])  # one more: the others stay
+    assert [name for name, _ in hub.ranges] == ['fineweb_train_000003.bin']
+    assert 'train 3 shard' not in capsys.readouterr().err
+
+
+def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
+    hub, files = fake_hub
+    out = tmp_path / 'fw'
+    hub.cut['fineweb_train_000001.bin'] = 3 * 4096 + 100  # the connection dies after 3 whole chunks
+    with pytest.raises(P.UsageError, match=r"could not download fineweb_train_000001.bin from .*; what is fetched "
+                                           r"is kept: rerun to go on") as e:
+        P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
+    assert '\n' not in str(e.value) and not (out / 'meta.json').exists()
+    partial = out / 'fineweb_train_000001.bin.partial'
+    assert partial.stat().st_size >= 3 * 4096 and files['fineweb_train_000001.bin'].startswith(partial.read_bytes())
+    del hub.cut['fineweb_train_000001.bin']
+    hub.ranges.clear()
+    P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
+    assert hub.ranges == [('fineweb_train_000001.bin', f"bytes={partial_size(hub)}-")]
+    assert (out / 'fineweb_train_000001.bin').read_bytes() == files['fineweb_train_000001.bin']
+    assert not partial.exists() and D.read_meta(str(out))['tokens']['train'] == 20001
+
+
+def partial_size(hub):
+    """The offset the resumed request asked from (the bytes kept of the cut download)."""
+    return int(hub.ranges[0][1].split('=')[1].rstrip('-'))
+
+
+@pytest.mark.parametrize('bad', ['count', 'magic'])
+def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
+    from conftest import llmc_shard
+    hub, files = fake_hub
+    good = files['fineweb_train_000001.bin']
+    hub.files['fineweb_train_000001.bin'] = (llmc_shard(np.zeros(100), ntok=101) if bad == 'count'
+                                             else b'\x00' * 4 + good[4:])
+    out = tmp_path / 'fw'
+    expect = "the header says 101 tokens" if bad == 'count' else "not a token shard"
+    with pytest.raises(P.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard \({expect}.*\); "
+                                           r"it is removed: rerun to fetch it again") as e:
+        P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
+    assert '\n' not in str(e.value)
+    assert not (out / 'meta.json').exists() and not any(p.name.startswith('fineweb_train') for p in out.iterdir())
+    hub.files['fineweb_train_000001.bin'] = good  # fixed upstream: the rerun fetches it
+    assert P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])['tokens']['train'] == 20001
+
+
+def test_fineweb_without_the_network_or_its_library_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip('huggingface_hub')
+    monkeypatch.setenv('HF_ENDPOINT', 'http://127.0.0.1:9')  # nothing listens there
+    with pytest.raises(P.UsageError, match=r"could not download fineweb_val_000000.bin .*rerun to go on"):
+        P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
+    monkeypatch.setitem(sys.modules, 'huggingface_hub', None)
+    with pytest.raises(P.UsageError, match="downloads through huggingface_hub, which is not installed: pip install"):
+        P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
+    with pytest.raises(P.UsageError, match="GPT-2 tokens already; leave out --tokenizer=char"):
+        P.main(['--dataset=fineweb', '--tokenizer=char'])

@@ -324,3 +324,24 @@ def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny
     r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40', '--learning_rate=2e-3', '--eval_interval=20'))
     rec = [x for x in R.read_results(str(results)) if x['config'] == 'gpt'][-1]
     assert [p[0] for p in rec['curve']] == [0, 20, 40]  # given: as given
+
+
+def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_path):
+    """--recipe applies a config file after each architecture's (its keys win, the block stays); with
+    --hellaswag each finished run is scored by eval.py and the tables gain a column."""
+    recipe = tmp_path / 'recipe.py'
+    recipe.write_text("n_layer = 1\nn_embd = 32\nn_head = 2\nblock_size = 16\nbatch_size = 4\nlearning_rate = 2e-3\n")
+    items = tmp_path / 'items.jsonl'
+    items.write_text(''.join(json.dumps({'ctx': 'the cat', 'endings': ['sat', 'ran', 'dog', 'red'], 'label': i % 4})
+                             + '\n' for i in range(8)))
+    r = cli('--configs=gpt,gmlp', f'--recipe={recipe}', f'--hellaswag={items}', '--max_iters=4', '--eval_iters=1',
+            '--device=cpu', f'--data_dir={tiny_data}', f'--results={tmp_path / "r.jsonl"}',
+            f'--out_prefix={tmp_path / "runs"}')
+    assert r.returncode == 0, r.stderr
+    recs = R.read_results(str(tmp_path / 'r.jsonl'))
+    assert sorted(x['config'] for x in recs) == ['gmlp', 'gpt']
+    assert all(x['n_layer'] == 1 and x['n_embd'] == 32 and x['lr'] == 2e-3 and x['hellaswag_n'] == 8 for x in recs)
+    assert next(x for x in recs if x['config'] == 'gmlp')['key']['block'] == 'gmlp'
+    assert 'HellaSwag acc_norm' in r.stdout
+    bad = cli('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
+    assert bad.returncode == 2 and "--recipe='nope.py' not found" in bad.stderr

@@ -24,7 +24,7 @@ import runtime
 import train
 from configurator import UsageError, parse_config
 from data import write_shard
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, count_params
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
@@ -620,3 +620,36 @@ def test_eval_rows_give_bits_per_byte_from_the_datas_tokens_per_byte(data_dir, t
     assert summary['val_bpb'] == evals[4]['val_bpb']
     run(data_dir, tmp_path / 'raw', '--max_iters=1')
     assert read_log(tmp_path / 'raw')[1][1]['val_bpb'] is None  # a meta.json without the ratio (written by hand here): no bpb
+
+
+def test_peak_flops_by_gpu_name_and_dtype(monkeypatch):
+    """MFU divides by the right GPU's dense peak for the run's dtype (tf32's for float32); the most specific
+    name wins (A100 is not an A10, an H100 PCIe not an SXM); a GPU not in the table gets none."""
+    names = {'NVIDIA H100 80GB HBM3': (989e12, 495e12), 'NVIDIA H100 PCIe': (756e12, 378e12),
+             'NVIDIA H100 NVL': (835e12, 418e12), 'NVIDIA H200': (989e12, 495e12), 'NVIDIA H200 NVL': (835e12, 418e12),
+             'NVIDIA A100-SXM4-80GB': (312e12, 156e12), 'NVIDIA A100-PCIE-40GB': (312e12, 156e12),
+             'NVIDIA L4': (121e12, 60e12), 'NVIDIA L40S': (362e12, 183e12), 'NVIDIA L40': (181e12, 90.5e12),
+             'NVIDIA A10': (125e12, 62.5e12), 'NVIDIA GeForce RTX 4090': (165e12, 82.6e12),
+             'NVIDIA GeForce RTX 3090': (71e12, 35.6e12), 'NVIDIA A10G': (None, None), 'Tesla T4': (None, None)}
+    for name, (bf16, tf32) in names.items():
+        monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device, name=name: name)
+        assert runtime.peak_flops('cuda', 0.0, 'bfloat16') == bf16, name
+        assert runtime.peak_flops('cuda', 0.0, 'float16') == bf16, name
+        assert runtime.peak_flops('cuda:1', 0.0, 'float32') == tf32, name
+    assert runtime.peak_flops('cuda', 5e14, 'bfloat16') == 5e14 and runtime.peak_flops('cpu') is None
+
+
+def test_the_124m_recipe_trains_every_architecture_at_gpt2_small_for_twenty_tokens_a_parameter():
+    """configs/_fineweb124m.py after each architecture config: GPT-2 small's shape on FineWeb, parameters
+    matched within 1% of gpt's 124M, 524,288 tokens an iteration, 2.5B tokens: 20 per parameter."""
+    base = None
+    for name in ARCHS:
+        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py'),
+                                                 os.path.join(HERE, 'configs', '_fineweb124m.py')])
+        n = count_params(GPTConfig(**cfg.model_args()))
+        base = base or n
+        assert (cfg.n_layer, cfg.n_embd, cfg.block_size, cfg.vocab_size) == (12, 768, 1024, 50304), name
+        assert abs(n / base - 1) < 0.01, (name, n, base)
+        tokens = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
+        assert tokens == 524288 and 19.5 < tokens * cfg.max_iters / n < 20.5, name
+        assert cfg.data_dir == 'data/fineweb10B' and cfg.learning_rate == 6e-4

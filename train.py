@@ -136,8 +136,12 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
     progress = Progress(cfg, iter_num=state.iter_num, tokens_seen=state.tokens_seen,
                         tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token,
                         train_s=state.train_s, elapsed_s=state.elapsed_s)
+    peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
+    if procs.master and peak is None and device_type == 'cuda':
+        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is not logged; "
+              "--peak_flops=<its dense FLOP/s for this dtype> gives it")
     # what evaluating, saving and logging need
-    run = SimpleNamespace(cfg=cfg, meta=meta, files=files, procs=procs, progress=progress,
+    run = SimpleNamespace(cfg=cfg, meta=meta, files=files, procs=procs, progress=progress, peak=peak,
                           watch=NonFiniteWatch(cfg, cfg.device, procs),
                           flops_per_token=flops_per_token, summary=dict.fromkeys(
                               ('train_loss', 'val_loss', 'train_bpb', 'val_bpb')))
@@ -294,7 +298,7 @@ def log_step(loss_sum, lr, state, last, run, raw_model):
     dt = max(state.train_s - last['train_s'], 1e-9)
     s_per_iter = dt / (state.iter_num + 1 - last['iter'])
     tokens_per_s = (state.tokens_seen - last['tokens']) / dt
-    peak = peak_flops(run.cfg.device, run.cfg.peak_flops)
+    peak = run.peak
     mfu = raw_model.estimate_mfu(tokens_per_s / run.procs.world, peak) if peak else None  # per GPU
     if run.procs.master:
         where, eta = run.progress.status(state.iter_num, state.train_s, s_per_iter)
