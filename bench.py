@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from configurator import parse_config, require, run_main, split_flags
-from model import GPT, CapturedStep, GPTConfig
+from model import GPT, GPTConfig
 from results import config_paths, markdown_table
 from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device,
                      resolve_dtype, sync_device)
@@ -136,7 +136,7 @@ def speed_row(path, bench, overrides):
         row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
         ways = {'cached': {}, 'uncached': dict(use_cache=False)}
         if device_type == 'cuda':  # a fixed-shape step, compiled with CUDA graphs (sample.py --compile)
-            step = CapturedStep(torch.compile(model, dynamic=False))
+            step = torch.compile(model, mode='reduce-overhead', dynamic=False)
             ways['captured'] = dict(fixed=True, step=step)
         for way, kw in ways.items():
             with ctx:

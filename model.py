@@ -293,43 +293,6 @@ class LayerCache:
         return buf.narrow(dim, 0, c.pos + new.size(dim))
 
 
-class CapturedStep:
-    """
-    The one-token decoding step of a fixed-shape DecodeCache, recorded once as a CUDA graph and then
-    replayed: one launch per token instead of one per kernel, which is what bounds decoding at batch
-    1 (sample.py --compile). torch.compile's reduce-overhead mode would do the recording, but it
-    refuses graphs whose inputs are written in place, and the cache's buffers are. `fn` is the model,
-    or the model compiled (the graph then holds its fused kernels). The first calls of a cache run
-    as they are (on a side stream, as a capture needs: its buffers and any compiling happen there);
-    a new cache (the window slid: re-encoded) is recorded again.
-    """
-
-    def __init__(self, fn, warmup=2):
-        self.fn, self.warmup = fn, warmup
-        self.cache = self.graph = None
-        self.calls = self.replays = 0
-
-    def __call__(self, idx, cache):
-        if cache is not self.cache:  # the graph writes into one cache's buffers: a new cache, a new graph
-            self.cache, self.graph, self.calls = cache, None, 0
-        if self.graph is None and self.calls < self.warmup:
-            self.calls += 1
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                out = self.fn(idx, cache=cache)
-            torch.cuda.current_stream().wait_stream(side)
-            return out
-        if self.graph is None:  # recorded, not run: the replay below runs this step
-            self.idx, self.graph = idx.clone(), torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self.fn(self.idx, cache=cache)
-        self.idx.copy_(idx)
-        self.graph.replay()
-        self.replays += 1
-        return self.out
-
-
 # Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
 # on an H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
 # (bench.py).

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import torch
 
 from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
-from model import CapturedStep
 from configurator import UsageError, help_text, parse_config, run_main
 from runtime import (DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device,
                      resolve_dtype)
@@ -164,8 +163,8 @@ def main(argv):
     model.eval().to(device)
     step = None
     if cfg.compile:  # a one-token step of fixed shapes, captured once (CUDA graphs), then replayed
-        step = torch.compile(model, dynamic=False)
-        step = CapturedStep(step) if device_type == 'cuda' else step
+        mode = 'reduce-overhead' if device_type == 'cuda' else 'default'
+        step = torch.compile(model, mode=mode, dynamic=False)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)

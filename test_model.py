@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, FFNS, GATED, GPT, POS_EMBS, CapturedStep, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+from model import (ATTNS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
                    Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width, sample_next)
 
 # every block / attn / ffn combination the config accepts
@@ -590,19 +590,11 @@ def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
-@pytest.mark.parametrize('compiled', [False, True])
 @pytest.mark.parametrize('block,attn,ffn', MIXERS)
-def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn, compiled):
-    """The one-token step recorded as a CUDA graph (sample.py --compile: compiled, then recorded) and
-    replayed gives the uncached tokens, past the window too (block_size 16: the cache is re-encoded
-    and the graph recorded again); every step after the warm-up is a replay."""
+def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn):
     model = build(tiny(block, attn, ffn)).cuda().eval()
-    import torch._dynamo
-    torch._dynamo.reset()
-    step = CapturedStep(torch.compile(model, dynamic=False) if compiled else model)
-    for B in (1, 2):
-        prompt = idx_batch(B=B, T=3).cuda()
-        want = model.generate(prompt, 20, temperature=0, use_cache=False)
-        got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
-        assert torch.equal(got, want), B
-    assert step.graph is not None and step.replays >= 12
+    step = torch.compile(model, mode='reduce-overhead', dynamic=False)  # what sample.py --compile runs
+    prompt = idx_batch(B=1, T=3).cuda()
+    want = model.generate(prompt, 20, temperature=0, use_cache=False)
+    got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
+    assert torch.equal(got, want)
