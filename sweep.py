@@ -445,6 +445,25 @@ class Sweep:
         self.note(plan, None, why, trunk=True)
         return None
 
+    def branch(self, plan):
+        """plan.run_dir made a copy of its constant-lr run at the cooldown's start (True), or False when
+        that run is already past it (the branch then trains from scratch, the same run), or None
+        (stopped or failed, said). The constant-lr run is claimed while it trains and is copied: two
+        sweeps with other budgets branch from one folder, one at a time."""
+        fd = self.claim(plan.trunk)
+        if fd is None:
+            self.note(plan, None, None)
+            return None
+        try:
+            trunk = self.advance_trunk(plan)
+            if trunk:
+                os.makedirs(plan.run_dir)
+                for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+                    shutil.copy2(os.path.join(plan.trunk, name), os.path.join(plan.run_dir, name))
+            return trunk
+        finally:
+            release(fd)
+
     def run(self, plan):
         """Train one planned run (resumed where it stopped, or branched from its trunk) and append its
         record, holding its folder's claim throughout."""
@@ -462,13 +481,10 @@ class Sweep:
             if at is None:
                 shutil.rmtree(plan.run_dir, ignore_errors=True)
                 if plan.trunk:
-                    trunk = self.advance_trunk(plan)
+                    trunk = self.branch(plan)
                     if trunk is None:
                         return None
-                    if trunk:  # a copy of the constant-lr run at the cooldown's start: resume it
-                        os.makedirs(plan.run_dir)
-                        for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-                            shutil.copy2(os.path.join(plan.trunk, name), os.path.join(plan.run_dir, name))
+                    if trunk:
                         at = plan.branch_at
             if at is not None and plan.trunk and at >= plan.branch_at:
                 branched = f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"

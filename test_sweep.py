@@ -177,6 +177,30 @@ def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data
     assert 'another sweep is running it' in err and 'recorded by another sweep' in err
 
 
+def test_a_constant_lr_run_another_sweep_holds_is_waited_for_then_branched(tiny_data, tmp_path, capsys):
+    """Two sweeps with other budgets share one constant-lr run: while sweep A holds it (training it
+    further, or copying it), sweep B neither trains it nor copies it; then B branches as usual."""
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), max_iters=['10'])
+    p = sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg,
+                       [*TINY, f'--data_dir={tiny_data}', '--lr_schedule=wsd', '--eval_interval=5'],
+                       seed=1, lr=2e-3, size=None)
+    assert p.trunk and p.branch_at == 8
+    held = sweep.claim(os.path.join(cfg.out_prefix, '.claims', os.path.basename(p.trunk)))
+    results = str(tmp_path / 'r.jsonl')
+    with sweep.Stopper() as stopper:
+        runs = sweep.Sweep(cfg, results, stopper)
+        t = threading.Thread(target=runs.run, args=(p,))
+        t.start()
+        time.sleep(1.5)
+        assert t.is_alive() and not os.path.exists(p.trunk) and not os.path.exists(p.run_dir)
+        sweep.release(held)
+        t.join(timeout=120)
+    assert not t.is_alive() and len(runs.recorded) == 1
+    rec = R.read_results(results)[0]
+    assert rec['iters'] == 10 and rec['branched_from'].endswith(' at iter 8')
+    assert 'another sweep is running it' in capsys.readouterr().err
+
+
 def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_path, capsys):
     """The record comes from the checkpoint's own state: a run that stops short of its planned
     iterations (here a config that stops it by tokens first) is a failure, not a record."""
