@@ -448,12 +448,14 @@ def regime_tables(rs):
         for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v), key=lambda r: r['val']), 1):
             rank[r['config'], v] = i
     head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
-    out = [f"val loss (nats/byte), mean ± std (n), and rank at each budget: tokens per parameter ({rs[0]['kind']})",
+    out = [f"rank, val loss (nats/byte) mean ± std (n) and best lr at each budget: tokens per parameter "
+           f"({rs[0]['kind']})",
            '', '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
     for name in names:
         out.append(f"| {name} | " + ' | '.join(
-            f"#{rank[name, v]} {cell[name, v]['val']:.4f} ± {cell[name, v]['std']:.4f} ({cell[name, v]['n']})"
-            + (' (lr edge)' if cell[name, v]['edge'] else '') if (name, v) in cell else '–' for v in budgets) + ' |')
+            f"#{rank[name, v]} {cell[name, v]['val']:.4f} ± {cell[name, v]['std']:.4f} ({cell[name, v]['n']}), "
+            f"lr {cell[name, v]['lr']:g}" + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
+            if (name, v) in cell else '–' for v in budgets) + ' |')
     for ref in REFERENCES:
         if not any(r['config'] == ref for r in rs):
             continue

@@ -97,6 +97,38 @@ def record(config, seed, val, **kw):
                 flops=1.0, train_s=1.0, curve=[[0, 0, 0.0, 0.0, val + 1], [10, 10, 1.0, 1.0, val]])
 
 
+def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(tmp_path):
+    """Several budgets at one size: a rank, loss and best lr per budget, the gaps to gpt and to llama
+    paired by seed at every budget, a '-' where a config has no run, and the gap plot."""
+    recs = []
+    losses = {  # (config, budget): {lr: per-seed losses}; x overtakes llama at the long budget
+        ('gpt', 100): {1e-3: [3.0, 3.2], 2e-3: [2.9, 3.1]}, ('gpt', 1600): {2e-3: [2.0, 2.2]},
+        ('llama', 100): {1e-3: [2.5, 2.7]}, ('llama', 1600): {1e-3: [1.9, 2.1]},
+        ('x', 100): {1e-3: [2.6, 2.9]}, ('x', 1600): {1e-3: [1.7, 2.0]}, ('y', 100): {1e-3: [2.8, 3.0]}}
+    for (name, budget), by_lr in losses.items():
+        for lr, vals in by_lr.items():
+            for seed, v in enumerate(vals, 1):
+                recs.append({**record(name, seed, v, budget=budget, at_lr=lr), 'lr': lr, 'budget_value': budget,
+                             'tokens': 1000 * budget, 'schedule': 'wsd'})
+    rows = R.summary_rows(recs)
+    groups = R.regime_groups(rows)
+    assert len(groups) == 1
+    rs = next(iter(groups.values()))
+    text = R.regime_tables(rs)
+    lines = {line.split(' | ')[0]: line for line in text.splitlines() if line.startswith('| ')}
+    assert '| config | 1000.0 (100) | 16000.0 (1600) |' in text  # tokens per gpt parameter (100)
+    first = text.split('gap to gpt')[0]
+    assert '| x | #2 2.7500 ± 0.2121 (2), lr 0.001 | #1 1.8500 ± 0.2121 (2), lr 0.001 |' in first
+    assert '| gpt | #4 3.0000 ± 0.1414 (2), lr 0.002 (top of grid) | #3 2.1000' in first  # its grid's edge
+    assert '| y | #3 2.9000 ± 0.1414 (2), lr 0.001 | – |' in first
+    to_gpt, to_llama = text.split('gap to gpt')[1].split('gap to llama')
+    assert '| x | -0.2500 ± 0.0500 | -0.2500 ± 0.0500 |' in to_gpt  # (2.6-2.9, 2.9-3.1) and (1.7-2.0, 2.0-2.2)
+    assert '| x | +0.1500 ± 0.0500 | -0.1500 ± 0.0500 |' in to_llama and '| gpt |' in to_llama
+    if R.pyplot() is not None:
+        png = str(tmp_path / 'regime.png')
+        assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
+
+
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     R.append_record(path, record('gpt', 1, 2.0))
