@@ -375,7 +375,7 @@ class CausalConv(torch.autograd.Function):
     causal_conv with a hand-written backward. It keeps the (B, T, C) layout that SDPA's fast kernel
     wants and beats a left-padded F.conv1d(groups=C) with its transposes: a whole Primer EZ training
     step on the CPU takes 36.5 ms instead of 46.1 (4x128, block 64, batch 12), 162 instead of 199 at
-    block 256 (README §3 says how it was measured).
+    block 256 (GUIDE.md §2 says how it was measured).
     """
 
     @staticmethod

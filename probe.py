@@ -2,7 +2,7 @@
 Multi-query associative recall (MQAR): can a token mixer find, by content, a token it saw earlier?
 
     python probe.py --quick                           # a smoke run: two mixers, one tiny cell, about a minute
-    python probe.py                                   # the default grid (README §9: what it covers, its time)
+    python probe.py                                   # the default grid (RESULTS.md §5: what it covers, its time)
     python probe.py --views=mixer,block --pairs=4,16  # any grid: views, configs, widths, seq_lens, pairs
     python probe.py --full                            # Zoology's grid: days on a CPU, hours on a GPU
     python probe.py --replot                          # table and PNG again from the results file

@@ -1,7 +1,7 @@
 """
 Results as data: the results files that sweeps and the recall probe append to (one JSON record per
 finished run), the statistics over seeds, markdown tables, plots, and the one order in which every
-table lists the architectures. Every figure in the README is drawn from a results file through
+table lists the architectures. Every figure in RESULTS.md is drawn from a results file through
 these.
 """
 import glob

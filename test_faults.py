@@ -590,7 +590,7 @@ def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_
 
 def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
     # a terminal's Ctrl-C signals torchrun and its workers together; torchrun then prints its own report
-    # (README §4 says what it looks like); the worker's checkpoint and resume line are what count
+    # (GUIDE.md §3 says what it looks like); the worker's checkpoint and resume line are what count
     out = tmp_path / 'out'
     proc = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
                              os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',

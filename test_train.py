@@ -119,7 +119,7 @@ def test_config_parameter_comment_matches_model(path):
 
 
 def test_architecture_configs_train_what_the_results_table_reports():
-    """README §3 says `train.py configs/gmlp.py` trains the run §8's main table reports: every
+    """GUIDE.md says `train.py configs/gmlp.py` trains the run RESULTS.md §2's main table reports: every
     architecture config's corpus, shape, iterations and learning rate are those of that table's row
     in the committed results file, the best lr of its grid."""
     from results import read_results, summary_rows

@@ -1,6 +1,6 @@
 # GPT-2 124M on FineWeb, for GPUs: the recipe that compares the architecture configs at GPT-2 small's
 # shape. It comes after an architecture config on the command line, so its keys win and the
-# architecture's block stays (README: "A GPU comparison at GPT-2 124M").
+# architecture's block stays (GUIDE.md §8: "GPUs: GPT-2 124M on FineWeb, and MFU").
 #   python prepare.py --dataset=fineweb --train_shards=25     # 2.5B train tokens (5 GB) and the val shard
 #   torchrun --standalone --nproc_per_node=8 train.py configs/gmlp.py configs/_fineweb124m.py --out_dir=out-124m-gmlp
 #   python sweep.py --recipe=configs/_fineweb124m.py --configs=gpt,llama,gmlp --hellaswag=hellaswag_val.jsonl

@@ -1,9 +1,9 @@
-# The recipe every architecture config shares, and the one README §8's main table was trained with:
+# The recipe every architecture config shares, and the one RESULTS.md §2's main table was trained with:
 # Python's standard library as bytes (python prepare.py --dataset=stdlib: 28M train bytes of code, no
 # download), a 256-byte context (5-10 lines of code: names defined in one line and used in another),
 # 4 layers, 4 heads, 128 wide, 500 iterations of 8 x 256 = 1.02M bytes, AdamW, cosine to lr/10.
 # An architecture config starts with `from _recipe import *` and states only what makes it that
-# architecture (and its learning rate, the best of §8's grid); change a line here and every
+# architecture (and its learning rate, the best of RESULTS.md §2's grid); change a line here and every
 # architecture trains the new recipe.
 
 data_dir = 'data/stdlib_byte'  # what `python prepare.py --dataset=stdlib` writes
@@ -22,7 +22,7 @@ n_embd = 128
 dropout = 0.0  # one pass over a fraction of the data: nothing to regularise
 bias = False  # nanoGPT's train.py default, and the GLU-variants paper's: no biases anywhere
 
-learning_rate = 2e-3  # each architecture config sets its own: the best of §8's grid for it
+learning_rate = 2e-3  # each architecture config sets its own: the best of RESULTS.md §2's grid for it
 max_iters = 500
 lr_decay_iters = 500  # usually equal to max_iters
 min_lr = 2e-4  # learning_rate / 10

@@ -6,5 +6,5 @@
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 
 out_dir = 'out-gpt'
-learning_rate = 4e-3  # the best of README §8's grid at this shape (1e-3 ... 1.6e-2)
+learning_rate = 4e-3  # the best of RESULTS.md §2's grid at this shape (1e-3 ... 1.6e-2)
 min_lr = 4e-4  # learning_rate / 10

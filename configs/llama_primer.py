@@ -8,7 +8,7 @@
 from _recipe import *  # noqa: F403 (configs/_recipe.py: the recipe every architecture shares)
 
 out_dir = 'out-llama_primer'
-learning_rate = 4e-3  # primer_ez's (the regime study tunes it again at every budget)
+learning_rate = 4e-3  # the best of RESULTS.md §2's grid at this shape (2e-3 ... 8e-3)
 min_lr = 4e-4  # learning_rate / 10
 
 norm = 'rmsnorm'
