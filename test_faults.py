@@ -732,14 +732,16 @@ def test_a_split_too_short_for_one_window_is_named(tmp_path):
 
 @pytest.mark.parametrize('script', ['train.py', 'sample.py', 'sweep.py', 'probe.py', 'bench.py', 'prepare.py'])
 def test_ctrl_c_while_the_script_starts_is_quiet(script, tmp_path):
-    """Ctrl-C during `import torch` (the first second or two): exit 130, no traceback."""
+    """Ctrl-C during `import torch` (the first second or two): exit 130, no traceback. On a cold start
+    (a fresh virtual environment) the signal can land before the interpreter has any handler: the
+    process then dies by SIGINT, which is quiet too and what a shell also reports as 130."""
     proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), '--help'], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.15)  # past the interpreter's own start, inside the imports
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=60)[1]
     done = script == 'prepare.py' and proc.returncode == 0  # no torch to import: it may have finished
-    assert (proc.returncode == 130 or done) and 'Traceback' not in err, err
+    assert (proc.returncode in (130, -signal.SIGINT) or done) and 'Traceback' not in err, err
 
 
 @pytest.mark.parametrize('odd', ['unreadable', 'no config'])
