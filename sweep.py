@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import torch
 
 from checkpoint import config_from_dict, peek, read_jsonl
+from corpus import sha256_file
 from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
 from data import describe_data, fingerprint, read_meta
 from jobs import Stopper, check_claimable, claim, release
@@ -159,14 +160,6 @@ def run_id(key):
     return key_id({k: v for k, v in key.items() if k not in DEFAULTS or DEFAULTS[k] != v})
 
 
-def file_sha256(path):
-    try:
-        with open(path, 'rb') as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError as e:
-        raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
-
-
 def integer(text):
     """'4200' or '8.5e6' as an int; a ValueError for '1.5'."""
     value = float(text)
@@ -186,14 +179,18 @@ def data_fingerprint(data_dir):
         return None
 
 
+def recipe_files(sweep):
+    """The config file applied after each architecture's (its keys win, the block stays), if any."""
+    return [sweep.recipe] if sweep.recipe else []
+
+
 def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     """The plan of one run: its train.py command, key and folder. Token and FLOPs budgets become an
     iteration count per config, and the learning-rate schedule ends there (lr_decay_iters), so every
     architecture finishes its decay at the budget whatever its FLOPs per token. The key is the run as
     train.py will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
-    recipe = [sweep.recipe] if sweep.recipe else []  # after the architecture's file: its keys win
-    args = [path, *recipe, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
+    args = [path, *recipe_files(sweep), *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
     if lr:
         args += [f'--learning_rate={lr}', f'--min_lr={lr / 10}']
     cfg = parse_config(TrainConfig, args)
@@ -230,7 +227,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': data_fingerprint(cfg.data_dir),
            **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT}}
     if sweep.hellaswag:  # a record with the score is another record
-        key['hellaswag'] = {'items': file_sha256(sweep.hellaswag)[:12], 'limit': sweep.hellaswag_limit}
+        key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12], 'limit': sweep.hellaswag_limit}
     fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
                   budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
                   batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant')
@@ -698,6 +695,8 @@ def main(argv):
     for flag in ('recipe', 'hellaswag'):
         if getattr(sweep, flag) and not os.path.isfile(getattr(sweep, flag)):
             raise UsageError(f"--{flag}={getattr(sweep, flag)!r} not found")
+        if getattr(sweep, flag) and not os.access(getattr(sweep, flag), os.R_OK):
+            raise UsageError(f"cannot read {getattr(sweep, flag)!r} (permission denied)")
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
@@ -709,7 +708,7 @@ def main(argv):
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
     paths = config_paths(sweep.configs + positional)
     for path in paths:  # every override is valid for every config before anything runs
-        parse_config(TrainConfig, [path, *([sweep.recipe] if sweep.recipe else []), *overrides])
+        parse_config(TrainConfig, [path, *recipe_files(sweep), *overrides])
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
     png = sweep.png or os.path.splitext(results_path)[0] + '.png'
     ok = True
