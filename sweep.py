@@ -412,8 +412,7 @@ class Sweep:
         if proc.returncode and self.stopper:
             return False, 'stopped'
         if proc.returncode:
-            last = (proc.stderr.strip().splitlines() or ['?'])[-1]
-            return False, f"exit {proc.returncode}: {last}\n  rerun: {' '.join(cmd)}"
+            return False, f"exit {proc.returncode}: {last_line(proc)}\n  rerun: {' '.join(cmd)}"
         return True, time.time() - t0
 
     def advance_trunk(self, plan):
@@ -513,8 +512,7 @@ class Sweep:
                f"--device={plan.key['device']}"]
         proc = self.stopper.run(cmd, env=self.env)
         if proc is None or proc.returncode:
-            last = (proc.stderr.strip().splitlines() or ['?'])[-1] if proc else ''
-            return None, 'stopped' if proc is None or self.stopper else f"eval.py failed: {last}"
+            return None, 'stopped' if proc is None or self.stopper else f"eval.py failed: {last_line(proc)}"
         with open(out) as f:
             r = json.load(f)
         return {'hellaswag_acc_norm': r['acc_norm'], 'hellaswag_acc': r['acc'], 'hellaswag_n': r['n']}, None
@@ -541,6 +539,11 @@ class Sweep:
                 what = f"the constant-lr run {plan.trunk}" if trunk else plan.run_dir
                 print(f"  failed: {what} ({why})", file=sys.stderr, flush=True)
         return record
+
+
+def last_line(proc):
+    """What a failed script said last on stderr (its one-line error)."""
+    return (proc.stderr.strip().splitlines() or ['?'])[-1]
 
 
 def units(plans):
@@ -585,10 +588,11 @@ def run_all(sweep, plans, results_path, stopper):
             f.result()  # a bug in a thread is a traceback here, not a silent hole
     minutes = (time.time() - runs.t0) / 60
     if stopper:
-        n_saved = sum(1 for p in runs.stopped if any(os.path.isfile(os.path.join(d, 'ckpt.pt'))
-                                                     for d in (p.run_dir, p.trunk) if d))
+        kept = {d for p in runs.stopped for d in (p.run_dir, p.trunk)  # branches share their trunk's
+                if d and os.path.isfile(os.path.join(d, 'ckpt.pt'))}
         print(f"stopped: {len(runs.recorded)} runs finished and recorded in {results_path} in {minutes:.1f} "
-              f"min, {len(runs.stopped)} not finished ({n_saved} saved mid-way), {len(runs.failed)} failed; "
+              f"min, {len(runs.stopped)} not finished (their progress kept in {len(kept)} checkpoint(s)), "
+              f"{len(runs.failed)} failed; "
               f"continue with: python sweep.py {' '.join(sys.argv[1:])}", file=sys.stderr, flush=True)
         raise SystemExit(stopper.exit_code())
     retry = f", {len(runs.failed)} failed (rerun the same command to retry them)" if runs.failed else ""

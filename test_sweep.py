@@ -247,6 +247,16 @@ def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_pat
     assert 'ended at iter 2 without finishing its 8 iterations; not recorded' in capsys.readouterr().err
 
 
+def test_a_failed_run_is_said_by_its_own_error_line_and_the_command_that_reruns_it(tmp_path):
+    cmd = [sys.executable, os.path.join(HERE, 'train.py'), '--no_such_key=1']
+    with sweep.Stopper() as stopper:
+        runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'runs')), str(tmp_path / 'r.jsonl'), stopper)
+        ok, why = runs.train(cmd, resume=False)
+    assert not ok
+    assert why.splitlines() == ["exit 2: error: unknown key 'no_such_key'; run with --help to list the keys",
+                                '  rerun: ' + ' '.join(cmd)]
+
+
 def test_two_sweeps_on_one_file_record_each_run_once_and_whole(tiny_data, tmp_path):
     args = sweep_args(tiny_data, tmp_path, '--seeds=2', '--learning_rate=1e-3,2e-3', '--max_iters=12',
                       '--eval_interval=4', '--configs=gpt,llama', '--jobs=2')
@@ -281,7 +291,8 @@ def test_ctrl_c_stops_the_sweep_its_runs_save_and_a_rerun_continues(tiny_data, t
     alive = subprocess.run(['pgrep', '-f', str(tmp_path / 'runs')], capture_output=True, text=True).stdout
     assert alive == ''  # no train.py left behind
     saved = list((tmp_path / 'runs').glob('*/ckpt.pt'))
-    assert saved  # each stopped run saved where it stood
+    assert saved  # each stopped run saved where it stood, and the stop line counts those files
+    assert f" not finished (their progress kept in {len(saved)} checkpoint(s))" in err
     again = cli(*sweep_args(tiny_data, tmp_path, '--seeds=3', '--max_iters=400', '--eval_interval=100',
                             '--jobs=2', '--learning_rate=1e-3'))
     assert again.returncode == 0, again.stderr
