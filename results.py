@@ -470,29 +470,33 @@ def regime_tables(rs):
 def plot_regime(rs, png, title):
     """Each config's gap to each reference (one panel each) against tokens per parameter (log axis):
     one line per config through the mean paired gap, a band from the smallest to the largest per-seed
-    gap where there are 2 or more seeds."""
+    gap where there are 2 or more seeds. With neither reference in `rs` (a sweep of other configs
+    alone), one panel of each config's val loss, its band the seeds' range."""
     plt = pyplot()
     if plt is None:
         return False
-    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
+    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)] or [None]
     tpp = tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
     for ax, ref in zip(axes[0], refs):
-        suffix = '' if ref == 'gpt' else f'_{ref}'
+        y = 'val' if ref is None else 'gap' if ref == 'gpt' else f'gap_{ref}'
+        spread = (lambda r: r['values']) if ref is None else (lambda r: r[y.replace('gap', 'gaps')] or [r[y]])
         for (name,), g in sorted(groups(rs, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
-            g = sorted((r for r in g if f'gap{suffix}' in r), key=lambda r: r['budget_value'])
+            g = sorted((r for r in g if y in r), key=lambda r: r['budget_value'])
             if not g:
                 continue
             xs = [tpp[r['budget_value']] for r in g]
-            line, = ax.plot(xs, [r[f'gap{suffix}'] for r in g], marker='o', ms=4, label=name)
-            lo = [min(r[f'gaps{suffix}'] or [r[f'gap{suffix}']]) for r in g]
-            hi = [max(r[f'gaps{suffix}'] or [r[f'gap{suffix}']]) for r in g]
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
-        ax.axhline(0, color='black', linewidth=1)
+            line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name)
+            ax.fill_between(xs, [min(spread(r)) for r in g], [max(spread(r)) for r in g],
+                            color=line.get_color(), alpha=0.15)
+        if ref is not None:
+            ax.axhline(0, color='black', linewidth=1)
         ax.set_xscale('log')
-        ax.set_title(f"gap to {ref} (below 0: better than {ref})", fontsize=10)
+        ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
+                     f"gap to {ref} (below 0: better than {ref})", fontsize=10)
     fig.suptitle(title, fontsize=11)
     return save_png(fig, png, axes[0], ['training tokens per parameter'] * len(refs),
+                    'val loss (nats/byte); band: seeds' if refs == [None] else
                     'val loss gap (nats/byte), paired by seed; band: seeds')
 
 

@@ -127,6 +127,13 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     if R.pyplot() is not None:
         png = str(tmp_path / 'regime.png')
         assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
+    # a sweep of one other config alone over the budgets (its report shows its own runs): no gap to
+    # draw, its loss instead
+    alone = next(iter(R.regime_groups(R.summary_rows([r for r in recs if r['config'] == 'x'])).values()))
+    assert 'gap to' not in R.regime_tables(alone)
+    if R.pyplot() is not None:
+        png = str(tmp_path / 'alone.png')
+        assert R.plot_regime(alone, png, 'title') and os.path.getsize(png) > 10_000
 
 
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
