@@ -697,10 +697,11 @@ def main(argv):
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs
     for flag in ('recipe', 'hellaswag'):
-        if getattr(sweep, flag) and not os.path.isfile(getattr(sweep, flag)):
-            raise UsageError(f"--{flag}={getattr(sweep, flag)!r} not found")
-        if getattr(sweep, flag) and not os.access(getattr(sweep, flag), os.R_OK):
-            raise UsageError(f"cannot read {getattr(sweep, flag)!r} (permission denied)")
+        path = getattr(sweep, flag)
+        if path and not os.path.isfile(path):
+            raise UsageError(f"--{flag}={path!r} not found")
+        if path and not os.access(path, os.R_OK):
+            raise UsageError(f"cannot read {path!r} (permission denied)")
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
