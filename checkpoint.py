@@ -123,6 +123,12 @@ def check_resumable(ckpt, cfg, meta, path):
         raise UsageError(f"{path} was trained with optimizer={saved_opt!r}, asked "
                          f"{cfg.optimizer!r}; resume with --optimizer={saved_opt} or start a new "
                          "out_dir")
+    # one val curve, one val set: its batches are drawn from eval_seed (-1 before the setting existed); a
+    # changed eval_iters keeps the first batches (keys (1, k) for k below both counts)
+    saved = (ckpt.get('config') or {}).get('eval_seed', -1)
+    if saved != cfg.eval_seed:
+        raise UsageError(f"{path} was evaluated with eval_seed={saved}, asked {cfg.eval_seed}: its val curve "
+                         f"would change val set midway; resume with --eval_seed={saved} or start a new out_dir")
     # token ids mean what the checkpoint's tokenizer says (it is stored in the checkpoint for
     # sample.py)
     if 'meta' in ckpt and tokenizer_of(meta) != tokenizer_of(ckpt['meta']):
@@ -179,8 +185,9 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, dist):
                      train_s=ckpt.get('train_s', 0.0), elapsed_s=ckpt.get('elapsed_s', 0.0), saved_at=iter_num,
                      evaluated_at=iter_num if ckpt.get('evaluated', True) else None)  # False: its eval was cut short
     if dist.master:
-        print(f"resuming from iter {iter_num} ({state.tokens_seen:,} tokens)" + ("" if ckpt.get('evaluated', True)
-              else ", its evaluation first (cut short when it was saved)"))
+        due = not ckpt.get('evaluated', True) and iter_num % cfg.eval_interval == 0  # (else: none is due here)
+        print(f"resuming from iter {iter_num} ({state.tokens_seen:,} tokens)"
+              + (", its evaluation first (cut short when it was saved)" if due else ""))
     states = ckpt['rng']
     if len(states) == dist.world:
         set_rng_state(states[dist.rank])
@@ -210,9 +217,10 @@ def make_checkpoint(model, optimizer, scaler, state, *, cfg, meta, rng):
 # -----------------------------------------------------------------------------
 # what a script that reads a trained run needs: which checkpoint, and its tokenizer
 
-def checkpoint_path(out_dir):
-    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt in this folder (the run just
-    trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), named on stderr."""
+def checkpoint_path(out_dir, *, verb='sampling'):
+    """out_dir/ckpt.pt; with no out_dir, a run in this folder (out*/ckpt.pt): the newest that finished its
+    training (the run just trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), else
+    the newest, named on stderr as the run `verb` reads (None: said by the caller, later)."""
     if out_dir:
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
@@ -220,11 +228,14 @@ def checkpoint_path(out_dir):
         raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
                          "python train.py configs/quick.py: about two minutes on a CPU) or pass "
                          "--out_dir=the/run")
-    names = ', '.join(os.path.dirname(p) for p in runs)
-    others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
-    print(f"no --out_dir given: sampling the newest run here{others}: {os.path.dirname(runs[0])}",
-          file=sys.stderr)
-    return runs[0]
+    finished = [p for p in runs if (peek(p) or {}).get('finished')]
+    chosen = (finished or runs)[0]
+    if verb:
+        names = ', '.join(os.path.dirname(p) for p in runs)
+        others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
+        which = "the newest finished run" if finished else "the newest run (none here finished its training)"
+        print(f"no --out_dir given: {verb} {which} here{others}: {os.path.dirname(chosen)}", file=sys.stderr)
+    return chosen
 
 
 def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):

@@ -24,8 +24,9 @@ class UsageError(Exception):
 # -----------------------------------------------------------------------------
 # --key=value parsing
 
-def _coerce(name, text, default):
-    """Turn the string `text` into the type of the field's default, or raise UsageError."""
+def _coerce(name, text, default, from_config=False):
+    """Turn the string `text` into the type of the field's default (the value in effect: a config file's,
+    `from_config`, or the default), or raise UsageError quoting that value."""
     kind = type(default)
     try:
         if kind is bool:
@@ -44,7 +45,7 @@ def _coerce(name, text, default):
         return text
     except ValueError:
         raise UsageError(f"--{name}={text!r} is not a valid {kind.__name__} "
-                         f"(the default is {default!r})") from None
+                         f"({'the value in effect' if from_config else 'the default'} is {default!r})") from None
 
 
 def _check_value(name, value, default, metadata=None):
@@ -137,7 +138,7 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 raise _unknown(key, list(defaults))
             if not eq and type(defaults[key]) is not bool:
                 raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
-            value = _coerce(key, text, defaults[key]) if eq else True
+            value = _coerce(key, text, values.get(key, defaults[key]), key in values) if eq else True
             if isinstance(value, list) and key in seen_list:
                 value = values[key] + value  # repeated list flag: append
             seen_list.add(key)
@@ -149,6 +150,9 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 values[key] = _check_value(key, value, defaults[key], metadata[key])
         else:
             hint = "config files end in .py; " if config_files else ""
+            near = os.path.join('configs', f"{arg}.py")
+            if config_files and os.path.isfile(near):  # a bare name, as sweep.py --configs takes them
+                hint = f"did you mean {near}? "
             raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
     try:
         return cls(**values)
@@ -184,7 +188,9 @@ def help_text(cls, usage=None, doc=None):
     rows = [(f"--{f.name}={getattr(cls(), f.name)!r}", docs.get(f.name, ''))
             for f in dataclasses.fields(cls)]
     width = min(max(len(k) for k, _ in rows), 34)
-    lines = [f"usage: {usage}", "", "keys (a later argument wins):"]
+    lists = any(isinstance(getattr(cls(), f.name), list) for f in dataclasses.fields(cls))
+    lines = [f"usage: {usage}", "", "keys (a later argument wins" +
+             ("; a list key takes a,b,c and, repeated, appends" if lists else "") + "):"]
     lines += [f"  {k:<{width}}  {d}".rstrip() for k, d in rows]
     return "\n".join(lines + (['', doc.strip()] if doc else []))
 

@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import sys
 import sysconfig
 import urllib.request
@@ -97,17 +98,26 @@ def stdlib_corpus():
                   "standard library (site-packages excluded), one document per file in sorted path order"}
 
 
+SPLIT_TOLERANCE = 0.25  # a split by whole files holds val_fraction of the bytes within 25% of it, or is not made
+
+
 def hashed_split(docs, val_fraction):
-    """(docs reordered, the cut): val is the documents first in the order of their names' sha256, until they
-    hold val_fraction of the bytes; a spread of the whole corpus, the same on every machine. Train documents
+    """(docs reordered, the cut), or None: val is documents taken in the order of their names' sha256 (a
+    spread of the whole corpus, the same on every machine) while they fit val_fraction of the bytes
+    (SPLIT_TOLERANCE over it at most), until they hold it. None when whole documents cannot come within
+    SPLIT_TOLERANCE of it (files of very unequal sizes): the caller cuts inside one instead. Train documents
     come first, then val, each in their original order."""
     order = sorted(range(len(docs)), key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
     val, size, total = set(), 0, sum(d.size for d in docs)
+    target = val_fraction * total
     for i in order:
-        if size >= val_fraction * total or len(val) == len(docs) - 1:
+        if size >= target or len(val) == len(docs) - 1:
             break
-        val.add(i)
-        size += docs[i].size
+        if size + docs[i].size <= target * (1 + SPLIT_TOLERANCE):
+            val.add(i)
+            size += docs[i].size
+    if not val or abs(size - target) > SPLIT_TOLERANCE * target:
+        return None
     train = [d for i, d in enumerate(docs) if i not in val]
     return train + [d for i, d in enumerate(docs) if i in val], (len(train), 0, 'hashed documents')
 
@@ -156,6 +166,18 @@ def file_corpus(inputs):
                 dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
                 paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
     unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]  # first mention wins
+    named = {os.path.realpath(m) for m in inputs if os.path.exists(m) and not os.path.isdir(m)}
+    special = [p for p in unique if os.path.exists(p) and not os.path.isfile(p)]
+    walked = [p for p in special if os.path.realpath(p) not in named]
+    if walked:  # a device, pipe or socket (or a link to one) found in a folder: never read (it may not end)
+        print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that are not regular "
+              f"files (devices, pipes, sockets, links to them): {', '.join(walked[:3])}"
+              f"{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
+    for p in special:
+        if os.path.realpath(p) in named and not stat.S_ISFIFO(os.stat(p).st_mode):
+            raise UsageError(f"--input={p!r} is not a regular file (a device or socket: reading it may never "
+                             "end); name a file, a folder, or a pipe such as /dev/stdin")
+    unique = [p for p in unique if p not in walked]
     docs = []
     for p in unique:
         try:
@@ -323,7 +345,17 @@ def fetch_fineweb(out_dir, train_shards):
     version, token count against the file's size) before it counts, and return the dataset's meta: the
     caller commits it as meta.json. A shard already there and whole is not fetched again. Through
     huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror), imported only here."""
-    from data import ShardError, load_shard, shard_ok
+    from data import ShardError, load_shard
+
+    def problem(path):  # what makes a file not a shard of GPT-2 tokens, or None
+        try:
+            tokens = load_shard(path)
+        except ShardError as e:
+            return str(e).split(': ', 1)[-1]
+        if len(tokens) == 0:
+            return "it holds no tokens"
+        top = int(tokens.max())
+        return f"it holds token id {top}, beyond GPT-2's 50,257" if top >= 50257 else None
     try:
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
         from huggingface_hub.file_download import http_get
@@ -340,7 +372,7 @@ def fetch_fineweb(out_dir, train_shards):
     for name in names:
         path = os.path.join(out_dir, name)
         url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
-        whole = os.path.isfile(path) and shard_ok(path)
+        whole = os.path.isfile(path) and problem(path) is None  # (else fetched again)
         if whole and name in files:  # fetched, whole and committed before: no network needed
             continue
         try:
@@ -363,12 +395,11 @@ def fetch_fineweb(out_dir, train_shards):
             raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
                              f"{str(e).splitlines()[0][:160] if str(e) else 'no detail'}); what is fetched is "
                              "kept: rerun to go on (HF_ENDPOINT=... names a mirror)") from None
-        try:
-            load_shard(partial)
-        except ShardError as e:  # a corrupt download never counts: removed, so a rerun fetches it again
+        why = problem(partial)
+        if why:  # a corrupt download never counts: removed, so a rerun fetches it again
             os.remove(partial)
-            raise UsageError(f"{name} from {url} is not a whole shard ({str(e).split(': ', 1)[1]}); it is "
-                             "removed: rerun to fetch it again") from None
+            raise UsageError(f"{name} from {url} is not a whole shard of GPT-2 tokens ({why}); it is "
+                             "removed: rerun to fetch it again")
         os.replace(partial, path)
     shards = {'val': names[:1], 'train': names[1:]}
     tokens = {s: sum(len(load_shard(os.path.join(out_dir, n))) for n in shards[s]) for s in shards}
@@ -380,3 +411,39 @@ def fetch_fineweb(out_dir, train_shards):
                        'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}", 'files': files},
             'split': {'cut': "the dataset's own val shard"}, 'tokens': tokens, 'max_id': max_id, 'shards': shards,
             'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of their text"}
+
+
+# -----------------------------------------------------------------------------
+# HellaSwag's items (eval.py scores them; sweep.py checks them before any run trains)
+
+def read_hellaswag(path, limit=0):
+    """[(context, [4 endings], label)] from HellaSwag's jsonl ('ctx', 'endings', 'label' per line), the
+    first `limit` (0: all); a path that is not a regular file, or a line that is not such an item (4
+    non-empty string endings in a list, an integer label 0-3), is a UsageError naming it."""
+    if not os.path.isfile(path):
+        raise UsageError(f"{path!r} is not a regular file of HellaSwag items" if os.path.exists(path) else
+                         f"{path!r} not found")
+    items = []
+    with open(path, 'rb') as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                ctx, endings, label = d['ctx'], d['endings'], d['label']
+                if isinstance(label, str) and label.strip().isdigit():  # some copies write "2"
+                    label = int(label)
+                ok = (isinstance(ctx, str) and isinstance(endings, list) and len(endings) == 4
+                      and all(isinstance(e, str) and e for e in endings)
+                      and isinstance(label, int) and not isinstance(label, bool) and 0 <= label < 4)
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                raise UsageError(f"{path} line {n} is not a HellaSwag item (ctx, a list of 4 endings, an "
+                                 "integer label 0-3)")
+            items.append((ctx, endings, label))
+            if limit and len(items) == limit:
+                break
+    if not items:
+        raise UsageError(f"{path} holds no items")
+    return items

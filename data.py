@@ -161,6 +161,9 @@ def read_meta(data_dir):
 def prepare_command(data_dir):
     """The prepare.py command that writes `data_dir` (prepare.py's default is data/<corpus>_<tokenizer>)."""
     corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
+    if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
+        out = '' if os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B') else f" --out_dir={data_dir}"
+        return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
     if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
         return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
     args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []

@@ -32,6 +32,7 @@ from torch.nn import functional as F
 
 from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
 from configurator import UsageError, atomic_write, parse_config, require, run_main
+from corpus import read_hellaswag
 from runtime import DTYPES, Distributed, autocast_context, resolve_device, resolve_dtype
 
 HELLASWAG_URL = 'https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl'
@@ -77,30 +78,6 @@ def items_file(cfg):
     return path
 
 
-def read_items(path, limit=0):
-    """[(context, [4 endings], label)] from HellaSwag's jsonl ('ctx', 'endings', 'label' per line); a line
-    that is not such an item is a UsageError naming it."""
-    items = []
-    with open(path, 'rb') as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                ctx, endings, label = d['ctx'], d['endings'], int(d['label'])
-                ok = isinstance(ctx, str) and len(endings) == 4 and all(isinstance(e, str) and e for e in endings)
-            except (ValueError, KeyError, TypeError):
-                ok = False
-            if not ok or not 0 <= label < 4:
-                raise UsageError(f"{path} line {n} is not a HellaSwag item (ctx, 4 endings, label 0-3)")
-            items.append((ctx, endings, label))
-            if limit and len(items) == limit:
-                break
-    if not items:
-        raise UsageError(f"{path} holds no items")
-    return items
-
-
 @torch.no_grad()
 def score(model, tok, items, *, batch_size, device, ctx):
     """[(pred by total loss, pred by mean loss, label)] for each item: each of its 4 endings scored by the
@@ -139,11 +116,12 @@ def main(argv):
     procs = Distributed()  # one process, or the ones torchrun started: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
-    ckpt_path = checkpoint_path(cfg.out_dir)
-    path = items_file(cfg) if procs.master else None
+    checkpoint_path(cfg.out_dir, verb=None)  # a run to score exists, before any download
+    path = items_file(cfg) if procs.master else None  # offline without --input: said now, before the run's choice
+    ckpt_path = checkpoint_path(cfg.out_dir, verb='scoring' if procs.master else None)
     with procs.running(device, 1800.0, ckpt_path):
         path = procs.gather(path)[0]  # the master downloads; every process reads its copy
-        items = read_items(path, cfg.limit)
+        items = read_hellaswag(path, cfg.limit)
         ckpt = load_checkpoint(ckpt_path, 'cpu')
         model = model_from_checkpoint(ckpt).eval().to(device)
         tok = tokenizer_for(ckpt, model.config.vocab_size, ranks_file=cfg.ranks_file,

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
-from corpus import (FINEWEB, fetch_fineweb, file_corpus, hashed_split, ordered_map, pieces, plan_split,
+from corpus import (FINEWEB, SPLIT_TOLERANCE, fetch_fineweb, file_corpus, hashed_split, ordered_map, pieces, plan_split,
                     pydoc_corpus, shakespeare_corpus, split_parts, stdlib_corpus, texts)
 from data import DatasetWriter, makedirs
 from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name,
@@ -138,7 +138,12 @@ def main(argv):
     hashed = cfg.split == 'hashed' or cfg.split == 'auto' and (source['name'] == 'stdlib' or cfg.input and len(docs) > 1)
     if hashed and len(docs) < 2:
         raise UsageError("--split=hashed picks whole files for val, and this corpus is one; use --split=last")
-    docs, cut = hashed_split(docs, cfg.val_fraction) if hashed else (docs, plan_split(docs, cfg.val_fraction))
+    split = hashed_split(docs, cfg.val_fraction) if hashed else None
+    if hashed and split is None:  # whole files cannot hold val_fraction (sizes too unequal): cut inside one
+        print(f"prepare: whole files cannot make val_fraction={cfg.val_fraction:g} within "
+              f"{SPLIT_TOLERANCE:.0%} (their sizes are too unequal): val is the last {cfg.val_fraction:g} of the "
+              "bytes instead, as --split=last makes it", file=sys.stderr)
+    docs, cut = split or (docs, plan_split(docs, cfg.val_fraction))
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")

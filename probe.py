@@ -337,7 +337,16 @@ def run_grid(probe, todo, stopper=None):
 
 def submit(pool, probe, item, i):
     one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a line per evaluation
-    return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
+    # a worker started by this submit inherits SIGINT blocked: a terminal's Ctrl-C during its start-up
+    # (before its initializer ignores it) cannot end it in a traceback; this process takes the signal as
+    # soon as the mask is restored
+    blocks = one and hasattr(signal, 'pthread_sigmask')
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
+    try:
+        return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 # -----------------------------------------------------------------------------

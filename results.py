@@ -4,6 +4,7 @@ finished run), the statistics over seeds, markdown tables, plots, and the one or
 table lists the architectures. Every figure in RESULTS.md is drawn from a results file through
 these.
 """
+import dataclasses
 import glob
 import json
 import math
@@ -13,7 +14,8 @@ import threading
 
 from configurator import UsageError, atomic_write, write_error
 from jobs import locked_append
-from model import MATCH_TOLERANCE
+from model import MATCH_TOLERANCE, GPTConfig
+from runtime import TrainConfig
 
 # gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its own
 # variants), then the gMLP family
@@ -71,6 +73,38 @@ def say_once(note):
         print(f"note: {note}", file=sys.stderr)
 
 
+def finite(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# what each field a report reads must hold: a hand-edited record that breaks one is skipped, named
+FIELD_CHECKS = {
+    'sweep': {'key': lambda v: isinstance(v, dict), 'config': lambda v: isinstance(v, str) and v,
+              'seed': lambda v: isinstance(v, int) and not isinstance(v, bool),
+              'lr': lambda v: finite(v) and v > 0, 'size': lambda v: isinstance(v, str),
+              'budget': lambda v: isinstance(v, str), 'budget_value': finite,
+              'optimizer': lambda v: isinstance(v, str), 'data_dir': lambda v: isinstance(v, str),
+              'val_loss': finite, 'params': lambda v: finite(v) and v > 0, 'tokens': finite,
+              'flops': lambda v: v is None or finite(v), 'train_s': lambda v: v is None or finite(v),
+              'val_bpb': lambda v: v is None or finite(v),
+              'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
+              'curve': lambda v: isinstance(v, list) and all(
+                  isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4]) for p in v)},
+    'probe': {'key': lambda v: isinstance(v, dict), 'acc': finite, 'lr': finite},
+}
+
+
+def bad_field(r, kind):
+    """The first field of record `r` a report could not read (missing, or of the wrong type), else None."""
+    for name, ok in FIELD_CHECKS[kind].items():
+        if name in KINDS[kind] or name in ('key', 'params', 'tokens', 'curve') and kind == 'sweep':
+            if name not in r or not ok(r[name]):
+                return name
+        elif name in r and not ok(r[name]):
+            return name
+    return None
+
+
 def parse_record(line, kind):
     """(the record a line holds, or None; what it lacks). A line that is a cut-short record glued to a
     whole one (appends before cut-short lines were set aside) gives the whole one."""
@@ -96,6 +130,9 @@ def read_results(path, kind='sweep'):
     UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
+    if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
+        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results names a "
+                         "results file (JSON lines)")
     try:
         with open(path, 'rb') as f:
             lines = f.read().splitlines(keepends=True)
@@ -118,7 +155,16 @@ def read_results(path, kind='sweep'):
         if why:
             say_once(f"{path} line {n} starts with {why} bytes of a record cut short, then a whole "
                      "record: the whole one is read")
+        field = bad_field(r, kind)
+        if field:  # (a hand-edited record: NaN, null, a string for a number, ...)
+            say_once(f"{path} line {n}: its {field!r} is missing or not what {kind}.py writes "
+                     f"({json.dumps(r.get(field))[:40]}): the record is skipped")
+            continue
         r.setdefault('schedule', 'cosine')  # records from before lr_schedule existed
+        if kind == 'sweep' and 'eval_seed' not in r['key']:  # from before one val set: each run's seed drew
+            r['key']['eval_seed'] = -1                      # its val batches (eval_seed=-1 today)
+            r.setdefault('val_set', f"{r['key'].get('eval_iters', '?')} x {r.get('batch_size', '?')} x "
+                                    f"{r.get('block_size', '?')} tokens of val, each run's own seed")
         k = key_id(r['key'])
         if k in seen:
             twice.append(f"{n} (as line {seen[k]})")
@@ -174,13 +220,79 @@ def markdown_table(rows, columns):
 
 
 # -----------------------------------------------------------------------------
-# statistics over seeds
+# statistics over seeds: means, spreads and t-based 95% intervals
+
+CONFIDENCE = 0.95  # every interval the reports print
+
 
 def mean_std(values):
     n = len(values)
     mean = sum(values) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
     return mean, std, n
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Numerical Recipes
+    sec. 6.4, modified Lentz), from the side where it converges fast."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - betainc(b, a, 1 - x)
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * f / a
+
+
+def t_quantile(p, df):
+    """The p-quantile (p > 0.5) of Student's t with df degrees of freedom: the t with
+    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 = p, found by bisection. t_quantile(0.975, 1) = 12.706,
+    (0.975, 2) = 4.303, and towards 1.960 as df grows."""
+    lo, hi = 0.0, 1.0
+    while 1 - betainc(df / 2, 0.5, df / (df + hi * hi)) / 2 < p:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1 - betainc(df / 2, 0.5, df / (df + mid * mid)) / 2 < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def interval(values, confidence=CONFIDENCE):
+    """(mean, half-width of its t interval with n - 1 degrees of freedom, n); the half-width is None
+    for one value: a spread needs two."""
+    mean, sd, n = mean_std(values)
+    if n < 2:
+        return mean, None, n
+    return mean, t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n), n
+
+
+def holds_zero(mean, half):
+    """True when an interval cannot tell the sign of what it measures (and when it has no width)."""
+    return half is None or abs(mean) <= half
+
+
+def gap_text(mean, half, n, digits=4):
+    """'-0.0512 ± 0.0210 (n=3)', '… (holds 0)' when the interval does, '+0.0100 (n=1)' for one seed."""
+    if half is None:
+        return f"{mean:+.{digits}f} (n={n})"
+    return f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})" + (' (holds 0)' if holds_zero(mean, half) else '')
+
+
+def spread_text(mean, std, n):
+    """A val loss over seeds: 'mean ± sd (n=3)', or 'mean (n=1)'."""
+    return f"{mean:.4f} (n=1)" if n < 2 else f"{mean:.4f} ± {std:.4f} (n={n})"
 
 
 def groups(records, *fields):
@@ -232,6 +344,12 @@ def pyplot():
     return plt
 
 
+def suptitle(fig, text, width=110):
+    """A figure's title, wrapped to lines that fit it."""
+    import textwrap
+    fig.suptitle(textwrap.fill(text, width), fontsize=10)
+
+
 def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
     """Label each of `axes` (a grid, a legend), then write the figure to `png` atomically. True."""
     import matplotlib.pyplot as plt
@@ -241,13 +359,59 @@ def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
         ax.grid(alpha=0.3, which='both')
         ax.legend(fontsize=8)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
     atomic_write(png, lambda f: fig.savefig(f, format='png', dpi=110))
     plt.close(fig)
     return True
 
 
 # -----------------------------------------------------------------------------
-# sweeps: the best learning rate, mean ± std over seeds, the gap to gpt, scaling
+# what a record measured: its run setting, and the settings a gap, a regime and a transfer compare
+
+# settings whose arrival changed what a run measures: always in a key, so that a record written before
+# them (its val batches drawn from the run's seed) never matches a run today
+ALWAYS = ('eval_seed',)
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+
+
+def run_id(key):
+    """A run's key as the string records are matched by: settings at train.py's default value are left
+    out (but ALWAYS), so a key written before a setting existed matches the same run today, while a
+    changed default (written out in the older key) does not."""
+    return key_id({k: v for k, v in key.items() if k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v})
+
+
+GRID = ('learning_rate', 'min_lr', 'lr')  # a row's lr grid (min_lr's fraction of the lr stays a setting; 'lr': older keys)
+NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')  # a row's seeds; a folder's path (the data is named by
+#                                       its fingerprint, 'data'); when the evaluations ran, not what they scored
+SHAPE = ('n_layer', 'n_head', 'n_embd')
+BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds', 'warmup_iters')
+ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
+                    if f.name not in (*SHAPE, 'block_size', 'vocab_size', 'dropout')))
+
+
+def setting(r, drop=()):
+    """A record's run setting: its key as run_id reads it, less the seed, the lr grid, a data folder's path
+    and when evaluations ran, less `drop` (ARCH: what two configs compared on one setting differ in;
+    BUDGET: what a regime view spans; SHAPE: what a transfer view spans). Records of one setting differ
+    in seed and lr alone: a table row is one setting's best lr over its distinct seeds."""
+    key = json.loads(run_id(r['key']))
+    if key.get('data') is None:  # written before the data's fingerprint was: its folder names it
+        key['data'] = r.get('data_dir')
+    lr, low = (r['key'].get(k, DEFAULTS[k]) for k in GRID[:2])
+    if isinstance(lr, (int, float)) and isinstance(low, (int, float)) and lr > 0:
+        key['min_lr/lr'] = round(low / lr, 6)
+    return {k: v for k, v in key.items() if k not in (*NOT_MEASURED, *GRID, *drop)}
+
+
+def differing(settings):
+    """The fields whose values differ among settings (dicts), in a stable order."""
+    fields = sorted({k for s in settings for k in s})
+    return [k for k in fields if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
+
+
+# -----------------------------------------------------------------------------
+# sweeps: the best learning rate, mean ± sd over seeds, the gaps to gpt and llama, scaling
 
 def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
     """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW,
@@ -266,13 +430,23 @@ def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
     return out
 
 
+def choose_lr(by_lr):
+    """(the lr of {lr: {seed: record}} with the best mean final val loss, the seeds it was compared on):
+    the seeds every grid point has, so that a grid tuned on seed 1 and replicated at its best does not let
+    a 1-seed mean beat a 3-seed one (none in common: each lr's own seeds)."""
+    common = set.intersection(*(set(seeds) for seeds in by_lr.values()))
+    best = min(by_lr, key=lambda lr: mean_std([r['val_loss'] for s, r in by_lr[lr].items()
+                                               if s in common or not common])[0])
+    return best, sorted(common) if common else sorted(by_lr[best])
+
+
 def best_lr(records):
-    """The grid point with the best mean final val loss, compared on the seeds every grid point has
-    (a grid tuned on seed 1 and replicated at its best must not let a 1-seed mean beat a 3-seed one)."""
-    by_lr = groups(records, 'lr')
-    common = set.intersection(*({r['seed'] for r in rs} for rs in by_lr.values()))
-    return min(by_lr, key=lambda k: mean_std([r['val_loss'] for r in by_lr[k]
-                                              if r['seed'] in common or not common])[0])[0]
+    """The grid point of `records` (one setting, several lrs) with the best mean final val loss, compared on
+    the seeds every grid point has."""
+    by_lr = {}
+    for r in records:
+        by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r)
+    return choose_lr(by_lr)[0]
 
 
 def grid_edge(lrs, best):
@@ -282,88 +456,171 @@ def grid_edge(lrs, best):
     return 'top' if best == max(lrs) else 'bottom' if best == min(lrs) else None
 
 
+def seeds_text(seeds):
+    """[1, 2, 3] -> 'seeds 1-3'; [1] -> 'seed 1'; [1, 3] -> 'seeds 1, 3'."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ', '.join(map(str, seeds))
+
+
 REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today's
-SAME_RUN = ('data', 'size', 'budget', 'optimizer', 'schedule')  # rows a gap compares
 
 
 def paired_gap(row, base):
-    """(mean gap, its standard error or None, the cell's text, per-seed gaps) of row's runs minus
-    base's, paired by seed: a run's seed draws its val batches too, so at one seed both configs are
-    scored on the same bytes, and the seed-to-seed change of the val sample cancels."""
-    theirs = {r['seed']: r['val_loss'] for r in base['runs']}
-    diffs = [r['val_loss'] - theirs[r['seed']] for r in row['runs'] if r['seed'] in theirs]
-    if len(diffs) < 2:  # one pair has no spread: say so instead of a false ± 0
-        gap = diffs[0] if diffs else row['val'] - base['val']
-        return gap, None, f"{gap:+.4f} (1 seed: spread unknown)", diffs
-    gap, sd, n = mean_std(diffs)
-    se = sd / math.sqrt(n)
-    return gap, se, f"{gap:+.4f} ± {se:.4f}" + (' (noise)' if abs(gap) < 2 * se else ''), diffs
+    """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the same
+    order, and are scored on the same val batches): {gap, half: the half-width of its 95% t interval
+    (None for one pair), n, text, gaps: the per-seed gaps, eval_se: the val sample's own standard error
+    of the gap, from the per-batch val losses where the records hold them (a fixed val set's noise is
+    shared by every seed, so the seeds' spread does not show it)}."""
+    theirs = {r['seed']: r for r in base['runs']}
+    pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
+    if not pairs:
+        return None
+    gaps = [a['val_loss'] - b['val_loss'] for a, b in pairs]
+    gap, half, n = interval(gaps)
+    eval_se = None
+    batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
+    if all(x and y and len(x) == len(y) == len(batches[0][0]) for x, y in batches) and len(batches[0][0]) > 1:
+        k = len(batches[0][0])
+        per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
+        eval_se = mean_std(per_batch)[1] / math.sqrt(k)
+    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), gaps=gaps, eval_se=eval_se)
 
 
 def summary_rows(records):
-    """One row per (corpus, config, size, budget, optimizer, schedule): the best lr of its grid (marked
-    where it is the grid's edge), mean ± std (n) there in loss and in bits per byte, the grid's means,
-    and the gap to each reference (gpt, llama) paired by seed, with its standard error."""
+    """One row per run setting (setting(): the key less seed and lr): the best lr of its grid (marked where
+    it is the grid's edge, and which seeds chose it), the val loss there over its distinct seeds (mean ±
+    sd, n), in bits per byte, the grid's means, and the gap to each reference (gpt, llama) on the same
+    setting but the architecture, paired by seed, with its 95% interval. A second record of one seed of
+    one setting (the same run recorded from another folder) is said once and left out, never averaged."""
+    cells = {}
+    for r in records:
+        cells.setdefault(key_id(setting(r)), []).append(r)
     rows = []
-    for (data, name, size, budget, value, opt, sched), rs in groups(
-            records, 'data_dir', 'config', 'size', 'budget', 'budget_value', 'optimizer', 'schedule').items():
-        by_lr = {lr: mean_std([r['val_loss'] for r in g]) for (lr,), g in groups(rs, 'lr').items()}
-        lr = best_lr(rs)
+    for cell, rs in cells.items():
+        by_lr, twice = {}, []
+        for r in rs:
+            seeds = by_lr.setdefault(r['lr'], {})
+            if r['seed'] in seeds:
+                twice.append(f"{r['config']} seed {r['seed']} lr {r['lr']:g}")
+                continue
+            seeds[r['seed']] = r
+        if twice:
+            say_once(f"{len(twice)} run(s) recorded twice under one setting (the same run from two "
+                     f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; the first is read")
+        lr, chosen_on = choose_lr(by_lr)
         edge = grid_edge(list(by_lr), lr)
-        at = [r for r in rs if r['lr'] == lr]
-        mean, std, n = by_lr[lr]
+        at = [by_lr[lr][s] for s in sorted(by_lr[lr])]
+        first = at[0]
+        mean, std, n = mean_std([r['val_loss'] for r in at])
         bpb = [r['val_bpb'] for r in at if r.get('val_bpb') is not None]
+        how = (f"the only lr" if len(by_lr) == 1 else f"best of {len(by_lr)} on {seeds_text(chosen_on)}")
+        means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
-            data=data, corpus=at[0].get('corpus', data), config=name, size=size, kind=budget,
-            budget=f"{budget}={value:g}", budget_value=value, optimizer=opt, schedule=sched, lr=lr,
-            edge=edge, tuned=len(by_lr) >= 3 and edge is None,
-            lr_text=f"{lr:g}" + (f" ({edge} of grid: --extend_lr)" if edge else ''),
-            val=mean, std=std, n=n, values=[r['val_loss'] for r in at],
-            val_pm=f"{mean:.4f} ± {std:.4f} ({n})",
-            bpb_pm="{:.4f} ± {:.4f}".format(*mean_std(bpb)[:2]) if len(bpb) == n else None,
-            grid=' / '.join(f"{k:g}: {by_lr[k][0]:.4f}" + (f" ({by_lr[k][2]})" if by_lr[k][2] != n else '')
-                            for k in sorted(by_lr)),
-            params=at[0]['params'], params_text=f"{at[0]['params']:,}", tokens=mean_std([r['tokens'] for r in at])[0],
-            flops=mean_std([r['flops'] or 0 for r in at])[0],
-            train_s=mean_std([r['train_s'] or 0 for r in at])[0], runs=at,
-            hellaswag_pm="{:.4f} ± {:.4f} ({})".format(*mean_std([r['hellaswag_acc_norm'] for r in at]))
+            setting=cell, context=key_id(setting(first, ARCH)), regime=key_id(setting(first, ARCH + BUDGET)),
+            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE)), data=setting(first)['data'],
+            data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']), config=first['config'],
+            label=first['config'], size=first['size'], kind=first['budget'],
+            budget=f"{first['budget']}={first['budget_value']:g}", budget_value=first['budget_value'],
+            optimizer=first['optimizer'], schedule=first['schedule'], val_set=first.get('val_set'),
+            lr=lr, edge=edge, tuned=len(by_lr) >= 3 and edge is None, chosen_on=chosen_on,
+            lr_text=f"{lr:g} ({how}" + (f"; {edge} of grid: --extend_lr)" if edge else ')'),
+            val=mean, std=std, n=n, seeds=sorted(by_lr[lr]), values=[r['val_loss'] for r in at],
+            val_pm=spread_text(mean, std, n),
+            bpb_pm=spread_text(*mean_std(bpb)) if len(bpb) == n else None,
+            grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
+            if len(means) > 1 else None,
+            params=first['params'], params_text=f"{first['params']:,}",
+            tokens=mean_std([r['tokens'] for r in at])[0], flops=mean_std([r['flops'] or 0 for r in at])[0],
+            train_s=mean_std([r.get('train_s') or 0 for r in at])[0],
+            wall_s=mean_std([r.get('wall_s') or 0 for r in at])[0], runs=at,
+            hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
             if all('hellaswag_acc_norm' in r for r in at) else None))
-    for row in rows:  # the gaps to each reference on the same corpus, size, budget, optimizer, schedule
+    name_apart(rows)
+    for row in rows:  # the gaps to each reference on the same setting but the architecture
         for ref in REFERENCES:
-            base = next((b for b in rows if b['config'] == ref and all(b[k] == row[k] for k in SAME_RUN)), None)
-            if base is not None and row is not base:
-                suffix = '' if ref == 'gpt' else f'_{ref}'
-                (row[f'gap{suffix}'], row[f'gap{suffix}_se'], row[f'vs_{ref}'],
-                 row[f'gaps{suffix}']) = paired_gap(row, base)
-                off = row['params'] / base['params'] - 1
-                if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
-                    row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
+            base = [b for b in rows if b['config'] == ref and b['context'] == row['context'] and b is not row]
+            gap = paired_gap(row, base[0]) if len(base) == 1 else None
+            if gap is None:
+                continue
+            suffix = '' if ref == 'gpt' else f'_{ref}'
+            row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
+            row[f'gaps{suffix}'], row[f'gap{suffix}_n'] = gap['gaps'], gap['n']
+            row[f'vs_{ref}'], row[f'eval_se{suffix}'] = gap['text'], gap['eval_se']
+            off = row['params'] / base[0]['params'] - 1
+            if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
+                row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
     return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['schedule'], r['size'],
-                                       arch_key(r['config'])))
+                                       arch_key(r['config']), r['label']))
+
+
+def name_apart(rows):
+    """Rows that a table would show alike (config, size, budget, optimizer, schedule) but whose settings
+    differ (another recipe value, device, val set, ...) are labelled by what differs: 'gpt (device=cpu)'."""
+    for _, rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').items():
+        if len(rs) > 1:
+            settings = [json.loads(r['setting']) for r in rs]
+            fields = differing(settings)
+            for r, s in zip(rs, settings):
+                shown = ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields[:3]) + (
+                    ' ...' if len(fields) > 3 else '')
+                r['label'] = f"{r['config']} ({shown})"
 
 
 SUMMARY_COLUMNS = [
-    ('config', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
-    ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('bpb_pm', 'val bits per byte', '{}'), ('vs_gpt', 'vs gpt, paired by seed (± s.e.)', '{}'),
-    ('vs_llama', 'vs llama, paired by seed (± s.e.)', '{}'), ('tokens', 'tokens', '{:,.0f}'),
-    ('flops', 'FLOPs', '{:.3g}'), ('train_s', 'train s', '{:.0f}'), ('grid', 'mean val loss per lr', '{}'),
+    ('label', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
+    ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'),
+    ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
+    ('vs_gpt', 'vs gpt: paired gap ± 95% CI', '{}'), ('vs_llama', 'vs llama: paired gap ± 95% CI', '{}'),
+    ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'), ('time', 'train s / run s', '{}'),
+    ('grid', 'mean val loss per lr', '{}'),
 ]
-HELLASWAG_COLUMN = ('hellaswag_pm', 'HellaSwag acc_norm mean ± std (n)', '{}')  # where the records have it
+HELLASWAG_COLUMN = ('hellaswag_pm', 'HellaSwag acc_norm, mean ± sd', '{}')  # where the records have it
 SCALING_COLUMNS = [
-    ('config', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
-    ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'), ('val_pm', 'val loss mean ± std (n)', '{}'),
-    ('bpb_pm', 'val bits per byte', '{}'), ('multiplier', 'compute multiplier vs gpt', '{}'),
+    ('label', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
+    ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'),
+    ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
+    ('multiplier', 'compute multiplier vs gpt', '{}'),
 ]
+
+
+def table_columns(rows, columns):
+    """The columns worth printing for these rows: none whose every cell is empty ('–'), none that repeats
+    one value in every row (the heading says it: size, optimizer, budget); and the value of each of the
+    latter as 'header value' pairs for the heading."""
+    keep, same = [], []
+    for col in columns:
+        key, header, fmt = col
+        cells = {fmt.format(r[key]) if r.get(key) is not None else None for r in rows}
+        if cells == {None}:
+            continue
+        if key in ('size', 'optimizer', 'budget') and len(cells) == 1:
+            same.append(next(iter(cells)))
+            continue
+        keep.append(col)
+    return keep, same
+
+
+def with_time(rows):
+    """Each row's 'train s / run s' cell: the seconds in training steps, and the run's own clock from its
+    start to its last evaluation (a branch's includes its constant-lr run's): the rest went to
+    evaluations and start-up. Records from before the run's clock was kept show training seconds alone."""
+    for r in rows:
+        run_s = [x['elapsed_s'] for x in r['runs'] if x.get('elapsed_s')]
+        r['time'] = (f"{r['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}" if len(run_s) == len(r['runs'])
+                     else f"{r['train_s']:.0f}")
+    return rows
 
 
 def scaling_rows(rows):
-    """Per (config, size, budget) of one budget kind: mean FLOPs and loss, and the compute multiplier
-    against gpt's frontier. A multiplier read on a stretch of gpt's frontier whose ends did not both
-    have an lr grid with the best inside is an upper bound ('≤'): a tuned gpt there could only be
-    lower, and then need fewer FLOPs."""
+    """Per (config, size, budget) of one setting (less shape and budget): mean FLOPs and loss, and the
+    compute multiplier against gpt's frontier. A multiplier read on a stretch of gpt's frontier whose
+    ends did not both have an lr grid with the best inside is an upper bound ('≤'): a tuned gpt there
+    could only be lower, and then need fewer FLOPs."""
     out = []
-    for _, rs in groups(rows, 'data', 'kind', 'optimizer', 'schedule').items():
+    for _, rs in groups(rows, 'transfer').items():
         ref = [r for r in rs if r['config'] == 'gpt']
         front = frontier([(r['flops'], r['val']) for r in ref])
         tuned = {(r['flops'], r['val']) for r in ref if r['tuned']}
@@ -379,17 +636,25 @@ def scaling_rows(rows):
 
 
 def plot_curves(ax, xs, curves, label):
-    """A mean curve over seeds with a band from min to max; a run of one evaluation is a marker."""
+    """A mean curve over seeds with a band of its 95% t interval (2 or more curves); a run of one
+    evaluation is a marker."""
     n = min(len(c) for c in curves)
-    mean = [sum(c[i] for c in curves) / len(curves) for i in range(n)]
-    line, = ax.plot(xs[:n], mean, marker='o' if n < 3 else None, ms=4, label=label)
-    ax.fill_between(xs[:n], [min(c[i] for c in curves) for i in range(n)], [max(c[i] for c in curves) for i in range(n)],
-                    color=line.get_color(), alpha=0.2)
+    points = [interval([c[i] for c in curves]) for i in range(n)]
+    line, = ax.plot(xs[:n], [m for m, _, _ in points], marker='o' if n < 3 else None, ms=4, label=label)
+    if len(curves) > 1:
+        ax.fill_between(xs[:n], [m - h for m, h, _ in points], [m + h for m, h, _ in points],
+                        color=line.get_color(), alpha=0.2)
+
+
+def n_text(ns):
+    """'n = 3 seeds' or 'n = 1-3 seeds' for a plot's title."""
+    lo, hi = min(ns), max(ns)
+    return f"n = {lo} seed{'s' * (lo > 1)}" if lo == hi else f"n = {lo}-{hi} seeds"
 
 
 def plot_sweep(rows, png, title=None):
-    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, a band for min..max.
-    The evaluation at step 0 (the untrained model) is left out of the curve."""
+    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, its 95% interval as a
+    band. The evaluation at step 0 (the untrained model) is left out of the curve."""
     plt = pyplot()
     if plt is None:
         return False
@@ -398,23 +663,28 @@ def plot_sweep(rows, png, title=None):
         curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
-                        f"{row['config']} (lr {row['lr']:g}, n={row['n']})")
-    if title:
-        fig.suptitle(title, fontsize=11)
-    return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: min..max)')
+                        f"{row['label']} (lr {row['lr']:g}, n={row['n']})")
+    suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
+    return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: 95% CI)')
 
 
-def plot_scaling(rows, png):
-    """Final val loss against training FLOPs (log scale), one line per architecture."""
+def plot_scaling(rows, png, title=None):
+    """Final val loss against training FLOPs (log scale), one line per architecture, ± sd over seeds."""
     plt = pyplot()
     if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    for name, rs in sorted(groups(rows, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
-        rs = sorted(rs, key=lambda r: r['flops'])
+    colors = plt.get_cmap('tab20').colors[::2] + plt.get_cmap('tab20').colors[1::2]  # 20 apart: 11 configs
+    names = sorted({r['label'] for r in rows}, key=arch_key)
+    sizes = sorted({r['size'] for r in rows}, key=lambda s: [int(v) for v in s.split('x')])
+    for (name, size), rs in sorted(groups(rows, 'label', 'size').items(), key=lambda kv: arch_key(kv[0][0])):
+        rs = sorted(rs, key=lambda r: r['flops'])  # one line per config and size: a size's budgets
         ax.errorbar([r['flops'] for r in rs], [r['val'] for r in rs], yerr=[r['std'] for r in rs],
-                    marker='o', capsize=3, label=name[0], linewidth=2.5 if name[0] == 'gpt' else 1.2)
+                    marker='osD^v<>'[sizes.index(size) % 7], capsize=3, color=colors[names.index(name) % len(colors)],
+                    linestyle='-:--'[sizes.index(size) % 3] if len(sizes) > 1 else '-',
+                    label=name + (f" {size}" if len(sizes) > 1 else ''), linewidth=2.5 if name == 'gpt' else 1.2)
     ax.set_xscale('log')
+    suptitle(fig, f"{title or 'final val loss against training FLOPs'} ({n_text([r['n'] for r in rows])}; bars: sd)")
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'], 'final val loss')
 
 
@@ -422,9 +692,9 @@ def plot_scaling(rows, png):
 # the regime view: at one size, how each gap moves as training grows
 
 def regime_groups(rows):
-    """{(data, size, optimizer, schedule, kind): rows} for every size trained at 2 or more budgets of one
-    kind: the budgets along which a ranking can hold or not."""
-    out = groups(rows, 'data', 'size', 'optimizer', 'schedule', 'kind')
+    """{setting less architecture and budget: rows} for every such setting trained at 2 or more budgets:
+    the budgets along which a ranking can hold or not."""
+    out = groups(rows, 'regime')
     return {k: rs for k, rs in out.items() if len({r['budget_value'] for r in rs}) > 1}
 
 
@@ -434,44 +704,81 @@ def tokens_per_param(rs):
     return {v: mean_std([r['tokens'] for r in g])[0] / params for (v,), g in groups(rs, 'budget_value').items()}
 
 
+def eval_noise_line(rs, suffix):
+    """A line under a gap table: the largest val-sample standard error of its gaps, where known."""
+    ses = [r[f'eval_se{suffix}'] for r in rs if r.get(f'eval_se{suffix}') is not None]
+    return ([f"Val-sample noise of these gaps (their s.e. over the val batches; one val set scores every "
+             f"run, so it is shared by the seeds and not in the intervals): at most {max(ses):.4f}."]
+            if ses else [])
+
+
+def ends_table(rs):
+    """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a regime
+    group, paired by seed, ± 95% t interval (n), and its best lr at the largest (README's table is this
+    table, and test_docs.py checks that it is). Configs in the order of their gap to gpt at the largest."""
+    tpp = tokens_per_param(rs)
+    lo, hi = min(tpp), max(tpp)
+    cell = {(r['label'], r['budget_value']): r for r in rs}
+    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
+    names = sorted({r['label'] for r in rs}, key=lambda n: (
+        cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
+    head = ['config', f"best lr at {tpp[hi]:.1f}"] + [f"vs {ref} at {tpp[v]:.1f}" for ref in refs for v in (lo, hi)]
+    out = ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
+    for n in names:
+        top = cell.get((n, hi))
+        cells = [n, f"{top['lr']:g}" + (f" ({top['edge']} of grid)" if top['edge'] else '') if top else '–']
+        for ref in refs:
+            for v in (lo, hi):
+                r = cell.get((n, v))
+                cells.append(r.get(f"vs_{ref}", '–') if r else '–')
+        out.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(out)
+
+
 def regime_tables(rs):
-    """Markdown tables of one regime group: each config's val loss and rank at every budget, then its
-    gap to each reference (paired by seed) at every budget. Configs in the order of the last budget."""
+    """Markdown tables of one regime group, one per question: each config's val loss and rank at every
+    budget; its gap to each reference (paired by seed, 95% t interval) at every budget. Configs in the
+    order of the last budget."""
     tpp = tokens_per_param(rs)
     budgets = sorted(tpp)
-    cell = {(r['config'], r['budget_value']): r for r in rs}
+    cell = {(r['label'], r['budget_value']): r for r in rs}
+    config_of = {r['label']: r['config'] for r in rs}
     last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
-    names = [r['config'] for r in last] + sorted({r['config'] for r in rs} - {r['config'] for r in last},
-                                                 key=arch_key)
+    names = [r['label'] for r in last] + sorted({r['label'] for r in rs} - {r['label'] for r in last},
+                                                key=arch_key)
     rank = {}
     for v in budgets:
         for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v), key=lambda r: r['val']), 1):
-            rank[r['config'], v] = i
+            rank[r['label'], v] = i
     head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
-    out = [f"rank, val loss (nats/byte) mean ± std (n) and best lr at each budget: tokens per parameter "
-           f"({rs[0]['kind']})",
+    out = [f"Val loss (nats/byte) at each budget: rank, mean ± sd over seeds, best lr. Columns: tokens per "
+           f"parameter ({rs[0]['kind']})",
            '', '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
     for name in names:
         out.append(f"| {name} | " + ' | '.join(
-            f"#{rank[name, v]} {cell[name, v]['val']:.4f} ± {cell[name, v]['std']:.4f} ({cell[name, v]['n']}), "
-            f"lr {cell[name, v]['lr']:g}" + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
+            f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
+            + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
             if (name, v) in cell else '–' for v in budgets) + ' |')
     for ref in REFERENCES:
         if not any(r['config'] == ref for r in rs):
             continue
-        out += ['', f"gap to {ref} (nats/byte), paired by seed (± s.e.; (noise): within 2 s.e.)", '',
+        suffix = '' if ref == 'gpt' else f'_{ref}'
+        out += ['', f"Gap to {ref} (nats/byte; below 0: better than {ref}), paired by seed, ± its 95% t interval; "
+                    "(holds 0): the interval cannot tell the sign", '',
                 '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
-        for name in (n for n in names if n != ref):
+        for name in (n for n in names if config_of[n] != ref):
             out.append(f"| {name} | " + ' | '.join(
                 cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–' for v in budgets) + ' |')
-    return '\n'.join(out)
+        noise = eval_noise_line(rs, suffix)
+        out += [''] + noise if noise else []
+    return '\n'.join(out).rstrip()
 
 
 def plot_regime(rs, png, title):
-    """Each config's gap to each reference (one panel each) against tokens per parameter (log axis):
-    one line per config through the mean paired gap, a band from the smallest to the largest per-seed
-    gap where there are 2 or more seeds. With neither reference in `rs` (a sweep of other configs
-    alone), one panel of each config's val loss, its band the seeds' range."""
+    """Each config's gap to each reference (one panel each) against tokens per parameter (log axis, a
+    tick at every budget): one line per config through the mean paired gap, a band of its 95% t interval
+    where there are 2 or more seeds, a zero line inside the frame. With neither reference in `rs` (a
+    sweep of other configs alone), one panel of each config's val loss, its band the same interval."""
     plt = pyplot()
     if plt is None:
         return False
@@ -480,24 +787,161 @@ def plot_regime(rs, png, title):
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
     for ax, ref in zip(axes[0], refs):
         y = 'val' if ref is None else 'gap' if ref == 'gpt' else f'gap_{ref}'
-        spread = (lambda r: r['values']) if ref is None else (lambda r: r[y.replace('gap', 'gaps')] or [r[y]])
-        for (name,), g in sorted(groups(rs, 'config').items(), key=lambda kv: arch_key(kv[0][0])):
+        lows, highs = [0.0], [0.0]
+        for (name,), g in sorted(groups(rs, 'label').items(), key=lambda kv: arch_key(kv[0][0])):
             g = sorted((r for r in g if y in r), key=lambda r: r['budget_value'])
             if not g:
                 continue
             xs = [tpp[r['budget_value']] for r in g]
             line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name)
-            ax.fill_between(xs, [min(spread(r)) for r in g], [max(spread(r)) for r in g],
-                            color=line.get_color(), alpha=0.15)
+            half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
+            lo = [r[y] - (h or 0) for r, h in zip(g, half)]
+            hi = [r[y] + (h or 0) for r, h in zip(g, half)]
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
+            lows += lo
+            highs += hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
+            pad = 0.08 * (max(highs) - min(lows) or 1)
+            ax.set_ylim(min(lows) - pad, max(highs) + pad)  # zero inside the frame, never on it
         ax.set_xscale('log')
+        ticks = sorted(tpp.values())
+        ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+        ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
-    fig.suptitle(title, fontsize=11)
-    return save_png(fig, png, axes[0], ['training tokens per parameter'] * len(refs),
-                    'val loss (nats/byte); band: seeds' if refs == [None] else
-                    'val loss gap (nats/byte), paired by seed; band: seeds')
+    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs])}; band: 95% CI)")
+    return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
+                    'val loss (nats/byte)' if refs == [None] else 'val loss gap (nats/byte), paired by seed')
+
+
+# -----------------------------------------------------------------------------
+# the schedule as a confound: does a gap seen under one schedule hold under another?
+
+SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
+
+
+def schedule_groups(rows):
+    """{setting less architecture and schedule: rows} for every such setting trained under 2 or more
+    schedules (at one budget: the budget is part of the setting)."""
+    for r in rows:
+        r.setdefault('unscheduled', key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
+    out = groups(rows, 'unscheduled')
+    return {k: rs for k, rs in out.items() if len({r['schedule'] for r in rs}) > 1}
+
+
+def schedule_tables(rs):
+    """Markdown, one table per reference: each config's val loss and gap under each schedule (each at its
+    own best lr), and what the gap does from the first schedule to each other one (holds / flips /
+    halves / doubles, '(unresolved)' where an interval holds 0)."""
+    scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
+    cell = {(r['label'], r['schedule']): r for r in rs}
+    config_of = {r['label']: r['config'] for r in rs}
+    names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2 or more
+                   key=lambda n: arch_key(config_of[n]) + (n,))
+    out = ['| config | ' + ' | '.join(f"{s}: best lr, val loss" for s in scheds) + ' |',
+           '|---|' + '---:|' * len(scheds)]
+    for n in names:
+        out.append(f"| {n} | " + ' | '.join(f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}" if (n, s) in cell else '–'
+                                            for s in scheds) + ' |')
+    for ref in REFERENCES:
+        if not any(r['config'] == ref for r in rs):
+            continue
+        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
+        out += ['', '| vs ' + ref + ' | ' + ' | '.join(scheds) + ' | ' +
+                ' | '.join(f"{scheds[0]} → {s}" for s in scheds[1:]) + ' |',
+                '|---|' + '---:|' * len(scheds) + '---|' * (len(scheds) - 1)]
+        for n in (n for n in names if config_of[n] != ref):
+            got = [cell.get((n, s)) for s in scheds]
+            texts = [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
+            marks = []
+            for b in got[1:]:
+                a = got[0]
+                if not (a and b and y in a and y in b):
+                    marks.append('–')
+                    continue
+                resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
+                marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+            out.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+    return '\n'.join(out)
+
+
+# -----------------------------------------------------------------------------
+# the transfer view: does a gap seen at one shape hold at another?
+
+def transfer_groups(rows):
+    """{setting less architecture, budget and shape: rows} for every such setting trained at 2 or more
+    sizes."""
+    out = groups(rows, 'transfer')
+    return {k: rs for k, rs in out.items() if len({r['size'] for r in rs}) > 1}
+
+
+def transfer_mark(a, b):
+    """How gap `b` (a larger shape) relates to gap `a`: 'flips' (the means' signs differ), 'halves' (|b| <
+    |a| / 2), 'doubles' (|b| > 2 |a|), else 'holds'."""
+    if a * b < 0:
+        return 'flips'
+    if abs(b) < abs(a) / 2:
+        return 'halves'
+    return 'doubles' if abs(b) > 2 * abs(a) else 'holds'
+
+
+def matched_budgets(rs, tolerance=1.25):
+    """[(tokens per parameter, {size: budget_value})]: at each budget of the smallest shape, the budget of
+    each other shape at the nearest tokens per parameter within a factor `tolerance`; only points that
+    2 or more shapes share."""
+    by_size = {size: tokens_per_param(g) for (size,), g in groups(rs, 'size').items()}
+    sizes = sorted(by_size, key=lambda s: min(r['params'] for r in rs if r['size'] == s))
+    out = []
+    for v, t in sorted(by_size[sizes[0]].items(), key=lambda kv: kv[1]):
+        at = {sizes[0]: v}
+        for size in sizes[1:]:
+            near = min(by_size[size].items(), key=lambda kv: abs(math.log(kv[1] / t)))
+            if abs(math.log(near[1] / t)) <= math.log(tolerance):
+                at[size] = near[0]
+        if len(at) > 1:
+            out.append((t, at))
+    return out, sizes
+
+
+def transfer_tables(rs):
+    """Markdown, one table per reference: each config's gap at each shape at matching tokens per parameter
+    (paired by seed, ± 95% t interval), and how it changes from the smallest shape to each larger one:
+    flips / halves / doubles / holds, with '(unresolved)' where either interval holds 0 or has n=1."""
+    points, sizes = matched_budgets(rs)
+    if not points:
+        return ''
+    cell = {(r['label'], r['size'], r['budget_value']): r for r in rs}
+    config_of = {r['label']: r['config'] for r in rs}
+    names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
+    out = []
+    for ref in REFERENCES:
+        if not any(r['config'] == ref for r in rs):
+            continue
+        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
+        out += ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by seed, ± 95% t "
+                    f"interval), and what it does from {sizes[0]} to each larger shape", '',
+                '| config | tokens/param | ' + ' | '.join(sizes) + ' | ' +
+                ' | '.join(f"{sizes[0]} → {s}" for s in sizes[1:]) + ' |',
+                '|---|---:|' + '---:|' * len(sizes) + '---|' * (len(sizes) - 1)]
+        for name in (n for n in names if config_of[n] != ref):
+            for t, at in points:
+                got = {s: cell.get((name, s, v)) for s, v in at.items()}
+                if sum(1 for r in got.values() if r is not None and y in r) < 2:
+                    continue
+                texts = [got[s][f'vs_{ref}'] if got.get(s) is not None and y in got[s] else '–' for s in sizes]
+                marks = []
+                a = got.get(sizes[0])
+                for s in sizes[1:]:
+                    b = got.get(s)
+                    if a is None or b is None or y not in a or y not in b:
+                        marks.append('–')
+                        continue
+                    resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
+                    marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+                out.append(f"| {name} | {t:.1f} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+    return '\n'.join(out).strip()
+
 
 
 # -----------------------------------------------------------------------------

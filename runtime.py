@@ -38,6 +38,7 @@ class TrainConfig(GPTConfig):
     new_data: bool = False             # resume on data other than the checkpoint's (fine-tuning); else refused
     eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
     eval_iters: int = 200              # batches per split and evaluation, the same ones every time
+    eval_seed: int = 0                 # draws the eval batches: one val set for every run and seed (-1: the run's seed, as before 2026-11-26)
     log_interval: int = 1              # iterations between progress lines / log rows
     always_save_checkpoint: bool = True  # else save at evals only when val loss improves
     # data
@@ -80,6 +81,7 @@ class TrainConfig(GPTConfig):
         require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
                 lambda v: v >= 0, "must not be negative")
         require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's generators take 64 bits
+        require(self, 'eval_seed', lambda v: -1 <= v < 2**63, "must be -1 (the run's seed) or in [0, 2**63)")
         require(self, 'max_seconds max_flops weight_decay grad_clip min_lr peak_flops', lambda v: 0 <= v < math.inf,
                 "must be a finite number, not negative")
         require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
@@ -105,6 +107,11 @@ class TrainConfig(GPTConfig):
     def model_args(self):
         """The GPTConfig fields of this config, as a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+    def val_seed(self):
+        """The seed the evaluation batches are drawn from: eval_seed, the same for every run (so two
+        seeds of one config, and two configs, are scored on the same text), or -1: the run's seed."""
+        return self.seed if self.eval_seed == -1 else self.eval_seed
 
     def cooldown_start(self):
         """wsd: the iteration where the cooldown begins (the lr is constant before it)."""
@@ -186,6 +193,29 @@ def keep_output_from_stopping_the_run():
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, Unstoppable):
             setattr(sys, name, Unstoppable(stream))
+
+
+SWEEP_DIED = None  # the signal a run gets when the sweep that started it dies (set by stop_with_the_sweep)
+
+
+def stop_with_the_sweep():
+    """A run a sweep started (SWEEP_PID in its environment) is signalled when that sweep dies, even by
+    SIGKILL (Linux's parent-death signal, SIGUSR2 here: it comes once per thread of the dying sweep, so
+    it cannot be SIGTERM, whose second arrival aborts): it then saves and stops as after SIGTERM (exit
+    143), never trains on alone. Before training starts the signal ends the run at once: nothing to save."""
+    global SWEEP_DIED
+    pid = os.environ.get('SWEEP_PID', '')
+    if not pid.isdigit() or not sys.platform.startswith('linux'):
+        return
+    try:
+        import ctypes
+        if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGUSR2):  # PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    SWEEP_DIED = signal.SIGUSR2
+    if os.getppid() != int(pid):  # the sweep died before the line above took effect
+        raise SystemExit(128 + signal.SIGTERM)
 
 
 # -----------------------------------------------------------------------------
@@ -423,14 +453,26 @@ class StopSignals:
     def install(self):
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            if SWEEP_DIED is not None:  # the sweep that started this run died: a stop, never an abort
+                self.previous[SWEEP_DIED] = signal.signal(SWEEP_DIED, self.on_sweep_died)
 
-    def restore(self):
+    def restore(self, signals=None):
         for s, h in self.previous.items():
-            signal.signal(s, h)
+            if signals is None or s in signals:
+                signal.signal(s, h)
+
+    def on_sweep_died(self, signum, frame):
+        """The parent-death signal comes once per thread of the dying sweep: the first stops the run
+        (saved, as after SIGTERM), the others change nothing."""
+        if not self.received:
+            if self.announce:
+                print("\nthe sweep that started this run has died: stopping after this step and saving a "
+                      "checkpoint", file=sys.stderr, flush=True)
+            self.on_signal(signal.SIGTERM, frame)
 
     def on_signal(self, signum, frame):
         self.received.append(signum)
-        self.restore()
+        self.restore((signal.SIGINT, signal.SIGTERM))
         if self.announce:
             again = 'Ctrl-C again' if signum == signal.SIGINT else 'a second signal'
             print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a "

@@ -39,6 +39,7 @@ import json
 import math
 import platform
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -48,20 +49,23 @@ from dataclasses import dataclass, field
 import torch
 
 from checkpoint import config_from_dict, peek, read_jsonl
-from corpus import sha256_file
-from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
-from data import describe_data, fingerprint, read_meta
+from corpus import read_hellaswag, sha256_file
+from configurator import (UsageError, exec_config_file, keys_given, numbers, parse_config, require, run_main,
+                          split_flags)
+from data import describe_data, fingerprint, open_dataset, read_meta
+from tokenizer import tokenizer_problem
 from jobs import Stopper, check_claimable, claim, release
 from model import GPTConfig, count_flops, count_params
-from results import (HELLASWAG_COLUMN, SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr, check_writable,
-                     config_paths, groups, key_id, markdown_table, plot_curves, plot_regime, plot_scaling,
-                     plot_sweep, pyplot, read_results, regime_groups, regime_tables, save_png,
-                     scaling_rows, summary_rows, tuned_lrs)
-from runtime import TrainConfig
+from results import (ARCH, BUDGET, DEFAULTS, SHAPE, differing, ends_table, eval_noise_line, schedule_groups, schedule_tables, setting, HELLASWAG_COLUMN, SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr,
+                     check_writable, config_paths, groups, markdown_table, plot_curves, plot_regime, plot_scaling,
+                     plot_sweep, pyplot, read_results, regime_groups, regime_tables, run_id, save_png, scaling_rows,
+                     summary_rows, table_columns, transfer_groups, transfer_tables, tuned_lrs, with_time)
+from runtime import TrainConfig, resolve_device
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
-TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')
-EVAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'eval.py')
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, 'train.py')
+EVAL = os.path.join(HERE, 'eval.py')
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
@@ -97,6 +101,7 @@ class SweepConfig:
     def __post_init__(self):
         require(self, 'seeds jobs', lambda v: v >= 1, "must be at least 1")
         require(self, 'max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
+        require(self, 'hellaswag_limit', lambda v: v >= 0, "must not be negative (0 = every item)")
 
 
 # --quick: the machinery in about a minute: three blocks, two seeds, two learning rates, 2 x 64 at a
@@ -118,6 +123,7 @@ class Plan:
     trunk: str = None   # wsd: the folder of the constant-lr run it branches from, else None
     trunk_cmd: list = None  # that run's command, less its --max_iters
     branch_at: int = 0  # wsd: the iteration where its cooldown starts
+    derived: dict = field(default_factory=dict)  # settings the sweep chose for it (neither given nor the recipe's)
 
 
 # -----------------------------------------------------------------------------
@@ -150,14 +156,10 @@ def budget_of(sweep):
     return kind, sorted(set(values))
 
 
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-
-
-def run_id(key):
-    """A run's key as the string records are matched by: settings at train.py's default value are left
-    out, so a key written before a setting existed matches the same run today, while a changed default
-    (written out in the older key) does not."""
-    return key_id({k: v for k, v in key.items() if k not in DEFAULTS or DEFAULTS[k] != v})
+def threads_per_run(sweep):
+    """The threads each run gets: the cores shared among `jobs` runs at once."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    return max(1, cores // sweep.jobs)
 
 
 def integer(text):
@@ -179,6 +181,11 @@ def data_fingerprint(data_dir):
         return None
 
 
+def recipe_keys(sweep):
+    """The keys the --recipe file sets (they win over the sweep's own choices, as the user's flags do)."""
+    return set(exec_config_file(sweep.recipe)) if sweep.recipe else set()
+
+
 def recipe_files(sweep):
     """The config file applied after each architecture's (its keys win, the block stays), if any."""
     return [sweep.recipe] if sweep.recipe else []
@@ -190,9 +197,10 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     architecture finishes its decay at the budget whatever its FLOPs per token. The key is the run as
     train.py will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
+    given = keys_given(overrides) | recipe_keys(sweep)  # what the user or the recipe set: never replaced
     args = [path, *recipe_files(sweep), *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
     if lr:
-        args += [f'--learning_rate={lr}', f'--min_lr={lr / 10}']
+        args += [f'--learning_rate={lr}'] + ([] if 'min_lr' in given else [f'--min_lr={lr / 10}'])
     cfg = parse_config(TrainConfig, args)
     kind, values = budget_of(sweep)
     value = values[0] if budget is None else budget
@@ -211,12 +219,18 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     elif kind == 'max_flops':
         iters = math.ceil(value / (tokens_per_iter * fpt))
     wsd = cfg.decay_lr and cfg.lr_schedule == 'wsd'
-    # a wsd run keeps the config's warmup, so that its runs at every budget share their beginning
+    if 'lr_decay_iters' in keys_given(overrides) and cfg.lr_decay_iters != iters and kind != 'max_seconds':
+        raise UsageError(f"--lr_decay_iters={cfg.lr_decay_iters}: a sweep ends each run's schedule at its budget "
+                         f"({iters} iterations here); leave --lr_decay_iters out, or give the budget instead")
     budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
-              'warmup_iters': cfg.warmup_iters if wsd else min(cfg.warmup_iters, max(iters // 10, 0)),
               'always_save_checkpoint': True}  # a run stopped at any point loses at most an eval_interval
-    if 'eval_interval' not in keys_given(overrides) and kind != 'max_seconds':
-        budget['eval_interval'] = max(1, iters // EVALS)  # a curve of EVALS points, whatever the budget
+    derived = {}  # what the sweep set that neither the user nor the recipe did: said before the runs start
+    # warmup: 10% of a short budget at most, unless given; a wsd run keeps the config's (its runs at every
+    # budget share their beginning)
+    if 'warmup_iters' not in given and not wsd and cfg.warmup_iters > iters // 10:
+        budget['warmup_iters'] = derived['warmup_iters'] = max(iters // 10, 0)
+    if 'eval_interval' not in given and kind != 'max_seconds':
+        budget['eval_interval'] = derived['eval_interval'] = max(1, iters // EVALS)  # EVALS points a curve
     if kind != 'max_iters':
         budget[kind] = value
     try:
@@ -225,18 +239,23 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         raise UsageError(f"{name} at {kind}={value:g}: {e}") from None
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': data_fingerprint(cfg.data_dir),
-           **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT}}
+           **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT},
+           'data_dir': os.path.normpath(cfg.data_dir)}  # data/x/ is data/x
+    if resolve_device(run.device) == 'cpu':  # its thread count changes a CPU run's sums: another run
+        key['threads'] = threads_per_run(sweep)
     if sweep.hellaswag:  # a record with the score is another record
         key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12], 'limit': sweep.hellaswag_limit}
     fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
                   budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
-                  batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant')
+                  batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant',
+                  val_set=val_set(run))
     label = f"{name}-{size_label}-s{seed}-lr{cfg.learning_rate:g}-{cfg.optimizer}"
     sched = '-wsd' if wsd else ''
     run_dir = os.path.join(sweep.out_prefix, f"{label}{sched}-{kind}{value:g}-{digest(key)}")
     cmd = [sys.executable, TRAIN, *args, f'--out_dir={run_dir}', '--log_interval=50',
            *(f'--{k}={v}' for k, v in budget.items())]
-    plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters, iters * tokens_per_iter * fpt)
+    plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters, iters * tokens_per_iter * fpt,
+                derived=derived)
     if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
         trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
         plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
@@ -245,6 +264,12 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
                           '--max_tokens=0', '--max_flops=0', '--max_seconds=0', '--always_save_checkpoint=True',
                           f'--warmup_iters={run.warmup_iters}', f'--eval_interval={run.eval_interval}']
     return plan
+
+
+def val_set(cfg):
+    """Which val batches score a run, in words: runs with equal words are scored on the same text."""
+    seed = "each run's own seed" if cfg.eval_seed == -1 else f"eval_seed {cfg.eval_seed}"
+    return f"{cfg.eval_iters} x {cfg.batch_size} x {cfg.block_size} tokens of val, {seed}"
 
 
 def learning_rates(sweep, records, first):
@@ -257,15 +282,16 @@ def learning_rates(sweep, records, first):
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        same_data = [r for r in records if r['data_dir'] == key['data_dir']]
+        data = key['data'] or key['data_dir']  # the data's fingerprint: other text prepared into the folder is not it
+        same_data = [r for r in records if (r['key'].get('data') or r['data_dir']) == data]
         kw = dict(schedule=first.fields['schedule'], budget=max(values) if kind == 'max_iters' else None)
         best = tuned_lrs(same_data, first.fields['size'], **kw).get(key['config'])
         if best is None and kw['budget'] is not None:
             best = tuned_lrs(same_data, first.fields['size'], schedule=kw['schedule']).get(key['config'])
         if best is None:
             raise UsageError("--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} on {key['data_dir']} ({kw['schedule']} schedule) to tune "
-                             "from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
+                             f"{key['config']} on the data now in {key['data_dir']} ({kw['schedule']} schedule) "
+                             "to tune from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
         return [best]
     if sweep.lr_scale:
         return [first.fields['lr'] * f for f in numbers('lr_scale', sweep.lr_scale, float)]
@@ -370,9 +396,10 @@ def record_of(plan, wall_s, branched=None):
     model = config_from_dict(cfg)
     return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
         val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
-        val_bpb=evals[-1].get('val_bpb'), corpus=describe_corpus(cfg['data_dir']),
+        val_bpb=evals[-1].get('val_bpb'), val_se=evals[-1].get('val_se'),
+        val_batches=evals[-1].get('val_batches'), corpus=describe_corpus(cfg['data_dir']),
         train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'],
-        flops=last.get('flops'), train_s=last.get('train_s'), wall_s=wall_s,
+        flops=last.get('flops'), train_s=last.get('train_s'), elapsed_s=last.get('elapsed_s'), wall_s=wall_s,
         params=count_params(model), flops_per_token=count_flops(model), n_layer=cfg['n_layer'],
         n_embd=cfg['n_embd'],
         curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
@@ -388,8 +415,7 @@ class Sweep:
     def __init__(self, sweep, results_path, stopper):
         self.results, self.stopper, self.score_items = results_path, stopper, sweep.hellaswag
         self.claims = os.path.join(sweep.out_prefix, '.claims')
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-        self.env = {**os.environ, 'OMP_NUM_THREADS': str(max(1, cores // sweep.jobs))}
+        self.env = {**os.environ, 'OMP_NUM_THREADS': str(threads_per_run(sweep)), 'SWEEP_PID': str(os.getpid())}
         self.lock, self.t0 = threading.Lock(), time.time()
         self.done = self.left = 0.0  # FLOPs trained so far and still to train, for the ETA
         self.recorded, self.failed, self.stopped, self.n = [], [], [], 0
@@ -452,10 +478,13 @@ class Sweep:
             return None
         try:
             trunk = self.advance_trunk(plan)
-            if trunk:
-                os.makedirs(plan.run_dir)
+            if trunk:  # copied whole or not at all: a kill midway leaves no half a run behind
+                copying = plan.run_dir + '.copying'
+                shutil.rmtree(copying, ignore_errors=True)
+                os.makedirs(copying)
                 for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-                    shutil.copy2(os.path.join(plan.trunk, name), os.path.join(plan.run_dir, name))
+                    shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
+                os.replace(copying, plan.run_dir)
             return trunk
         finally:
             release(fd)
@@ -595,7 +624,8 @@ def run_all(sweep, plans, results_path, stopper):
               f"{len(runs.failed)} failed; "
               f"continue with: python sweep.py {' '.join(sys.argv[1:])}", file=sys.stderr, flush=True)
         raise SystemExit(stopper.exit_code())
-    retry = f", {len(runs.failed)} failed (rerun the same command to retry them)" if runs.failed else ""
+    retry = (f", {len(runs.failed)} failed (fix what their lines above say, then rerun the same command: it "
+             "trains only what is not recorded)" if runs.failed else "")
     print(f"sweep: {len(runs.recorded)} runs in {minutes:.1f} min{retry}", file=sys.stderr)
     return not runs.failed
 
@@ -627,55 +657,161 @@ def plot_runs(run_dirs, png):
 
 
 def report(sweep, results_path, png, only=None):
-    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own)."""
+    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own), one
+    table per question: for each setting trained at several budgets, the regime view (val loss and rank,
+    the gaps to gpt and to llama, at every budget) and the table at its largest budget; every other
+    setting, its table; across shapes, the transfer view and the compute multipliers."""
     records = [r for r in read_results(results_path) if only is None or run_id(r['key']) in only]
     if not records:
         raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
-    rows = summary_rows(records)
+    rows = with_time(summary_rows(records))
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
     say = (lambda *a: None) if sweep.json else print
-    several = len({r['data'] for r in rows}) > 1  # corpora: then each plot's name says which
-    plotted = []
+    plotted, skipped, headings = [], [], Headings(rows)
+    # a report on a committed results file (results/) writes nothing into the repository unless --png says
+    # where (results/NAME.png to redraw the committed plots); any other results file: its plots beside it
+    committed = not sweep.png and os.path.dirname(os.path.abspath(results_path)) == os.path.join(HERE, 'results')
+
+    def draws(name):
+        if committed:
+            skipped.append(name)
+        return not committed
     regimes = regime_groups(rows)
-    for (data, size, opt, sched, kind), rs in regimes.items():  # does the ranking hold as training grows?
-        say(f"\n### {rs[0]['corpus']}: size {size}, {opt}, {sched} schedule, {kind} from "
-            f"{min(r['budget_value'] for r in rs):g} to {max(r['budget_value'] for r in rs):g}\n")
+    for rs in regimes.values():  # does the ranking hold as training grows?
+        top = max(r['budget_value'] for r in rs)
+        span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
+        say(f"\n### {headings.of(rs[0], budget=span)}\n")
+        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, ± 95% t "
+            "interval:\n")
+        say(ends_table(rs) + "\n")
         say(regime_tables(rs))
-        corpus = f"-{os.path.basename(data)}" if several else ''
-        name = png.replace('.png', f"-{size}-{sched}{corpus}-regime.png")
-        seeds = max(r['n'] for r in rs)
-        title = (f"{rs[0]['corpus']}: {size}, {opt}, {sched}, best lr of each grid at every budget, "
-                 f"up to {seeds} seeds")
-        if plot_regime(rs, name, title):
+        say(f"\nAt {rs[0]['kind']}={top:g}:\n")
+        say(table([r for r in rs if r['budget_value'] == top]))
+        name = png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png")
+        if draws(name) and plot_regime(rs, name, f"{headings.words(rs[0], budget=span)}: best lr of each "
+                                                 "grid at every budget"):
             plotted.append(name)
-    in_regime = {(r['data'], r['size'], r['optimizer'], r['schedule'], r['kind']) for rs in regimes.values()
-                 for r in rs}
-    parts = groups(rows, 'data', 'budget', 'optimizer', 'schedule')  # a table each, at its size with most runs
-    for (data, budget, opt, sched), rs in parts.items():
-        main_size = collections.Counter(r['size'] for r in rs).most_common(1)[0][0]
-        main = [r for r in rs if r['size'] == main_size]
-        say(f"\n### {rs[0]['corpus']}: {budget}, {opt}, {sched} schedule, size {main_size}\n")
-        say(markdown_table(main, SUMMARY_COLUMNS + [HELLASWAG_COLUMN] * any(r['hellaswag_pm'] for r in main)))
-        if (data, main_size, opt, sched, main[0]['kind']) in in_regime:
-            continue  # its plot is the regime view's
-        corpus = f"-{os.path.basename(data)}" if several else ''
-        name = png.replace('.png', f"-{budget.replace('=', '')}-{opt}{corpus}.png") if len(parts) > 1 else png
-        title = f"{rs[0]['corpus']}: size {main_size}, {budget}, {opt}, {sched}, up to {max(r['n'] for r in main)} seeds"
-        if plot_sweep(main, name, title):
+    in_regime = {r['context'] for rs in regimes.values() for r in rs}
+    for (context,), rs in groups(rows, 'context').items():  # one table per setting: configs compared on it
+        if context in in_regime:
+            continue
+        say(f"\n### {headings.of(rs[0])}\n")
+        say(table(rs))
+        name = png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+            '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
+                    f"{headings.suffix(rs[0])}.png")
+        if draws(name) and plot_sweep(rs, name, headings.words(rs[0])):
             plotted.append(name)
-    for (data, kind, opt, sched), rs in groups(rows, 'data', 'kind', 'optimizer', 'schedule').items():
+    for rs in schedule_groups(rows).values():  # does a gap seen under one schedule hold under another?
+        where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
+        say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
+        say(schedule_tables(rs))
+    for (_,), rs in groups(rows, 'transfer').items():
+        if len({r['size'] for r in rs}) > 1 and transfer_tables(rs):  # does a gap at one shape hold at another?
+            say(f"\n### transfer across shapes {', '.join(sorted({r['size'] for r in rs}))}: "
+                f"{headings.of(rs[0], size=False, budget=False)}\n")
+            say(transfer_tables(rs))
         if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
-            say(f"\n### scaling on {rs[0]['corpus']}: {kind}, {opt}, {sched} schedule (gpt's frontier: "
-                "its best point at any size and budget)\n")
+            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: its best "
+                "point at any size and budget)\n")
             say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
-            corpus = f"-{os.path.basename(data)}" if several else ''
-            name = png.replace('.png', f"-{kind}-{opt}{'' if sched == 'cosine' else '-' + sched}{corpus}-scaling.png")
-            if plot_scaling(rs, name):
+            name = png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
+                                       f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
+                                       f"{headings.suffix(rs[0])}-scaling.png")
+            if draws(name) and plot_scaling(rs, name, f"{headings.words(rs[0], size=False, budget=False)}: "
+                                                      "final val loss against training FLOPs"):
                 plotted.append(name)
+    if skipped:
+        print(f"note: {len(skipped)} plot(s) not drawn: {results_path} is a committed results file, and a report "
+              f"writes nothing into the repository unless told where: --png=somewhere/name.png (or "
+              f"--png={os.path.splitext(results_path)[0]}.png to redraw the committed plots)", file=sys.stderr)
     for p in plotted:
         print(f"plot: {p}", file=sys.stderr)
     return rows
+
+
+def table(rows):
+    """A markdown table of rows compared on one setting: the columns that say something (see
+    results.table_columns), those that repeat one value named above it."""
+    columns, same = table_columns(rows, SUMMARY_COLUMNS + [HELLASWAG_COLUMN])
+    noise = eval_noise_line(rows, '')
+    return ((f"({', '.join(same)} in every row)\n\n" if same else '') + markdown_table(rows, columns)
+            + (f"\n\n{noise[0]}" if noise else ''))
+
+
+class Headings:
+    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and val
+    set, and every other setting in which it differs from another table those words describe alike;
+    `suffix`: the same as part of a plot file's name."""
+
+    def __init__(self, rows):
+        self.rows = {r['context']: r for r in rows}
+        self.settings = {c: setting(r['runs'][0], ARCH) for c, r in self.rows.items()}
+
+    @staticmethod
+    def words(r, size=True, budget=True):
+        """budget: True (the row's), False (none) or words (a span of budgets)."""
+        budget = r['budget'] if budget is True else budget
+        return ', '.join(p for p in (r['corpus'], size and f"size {r['size']}", budget,
+                                     r['optimizer'], f"{r['schedule']} schedule") if p)
+
+    def extra(self, r, size=True, budget=True):
+        """{setting: value} of r's in which it differs from another setting of the same words."""
+        drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
+        alike = [{k: v for k, v in self.settings[c].items() if k not in drop} for c, x in self.rows.items()
+                 if self.words(x, size, budget) == self.words(r, size, budget)]
+        mine = self.settings[r['context']]
+        return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
+
+    def of(self, r, size=True, budget=True):
+        more = ''.join(f", {k}={v}" for k, v in self.extra(r, size, budget).items())
+        return f"{self.words(r, size, budget)}{more}; val: {r['val_set'] or 'as each run evaluated'}"
+
+    def suffix(self, r):
+        return ''.join(f"-{k}{v}" for k, v in list(self.extra(r, False, False).items())[:2])
+
+
+def check_data(sweep, data_dirs):
+    """Every config's data, once, before any run starts: a missing or broken dataset is one line naming the
+    command that makes it (--quick makes the stdlib corpus it needs itself: a second, offline)."""
+    for data_dir in data_dirs:
+        if sweep.quick and not os.path.exists(data_dir) and os.path.normpath(data_dir) == os.path.join('data', 'stdlib_byte'):
+            print(f"--quick: preparing {data_dir} from this Python's standard library (python prepare.py "
+                  "--dataset=stdlib)", file=sys.stderr)
+            proc = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--dataset=stdlib'],
+                                  capture_output=True, text=True)
+            if proc.returncode:
+                raise UsageError(f"python prepare.py --dataset=stdlib failed: {last_line(proc)}")
+        meta, _, _ = open_dataset(data_dir)
+        problem = meta and tokenizer_problem(meta)
+        if problem:
+            raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+
+
+def announce(plans):
+    """Say, before the runs start, every value the sweep chose for them (never one the user or the recipe
+    set), and where evaluation would take more than a quarter of a run's time."""
+    said = {}
+    for p in plans:
+        for k, v in p.derived.items():
+            said.setdefault(k, {}).setdefault(p.fields['budget_value'], v)
+    why = {'eval_interval': f"{EVALS} evaluations a run", 'warmup_iters': "10% of the budget at most"}
+    for k, at in said.items():
+        values = ', '.join(f"{v} at {b:g}" for b, v in sorted(at.items())[:4]) + (' ...' if len(at) > 4 else '')
+        print(f"note: the sweep sets {k} ({why[k]}): {values}; give --{k} to set it yourself", file=sys.stderr)
+    worst = None
+    for p in plans:
+        k = p.key
+        if p.iters:
+            evals = p.iters // k['eval_interval'] + 2  # (step 0 and the end)
+            forward = evals * 2 * k['eval_iters'] / 3  # a forward pass costs about a third of a step
+            share = forward / (forward + p.iters * k['gradient_accumulation_steps'])
+            worst = max(worst or (0,), (share, p.fields['budget_value'], evals, k['eval_iters']))
+    if worst and worst[0] > 0.25:
+        share, b, evals, n = worst
+        print(f"note: evaluation will take about {share:.0%} of a run's time at budget {b:g} ({evals} evaluations x "
+              f"2 splits x {n} batches); fewer with --eval_interval or --eval_iters", file=sys.stderr)
 
 
 def main(argv):
@@ -696,12 +832,16 @@ def main(argv):
         return rows
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs
-    for flag in ('recipe', 'hellaswag'):
+    for flag in ('recipe', 'hellaswag', 'results'):  # every file the sweep reads: a regular file or none
         path = getattr(sweep, flag)
-        if path and not os.path.isfile(path):
+        if path and os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+            raise UsageError(f"--{flag}={path!r} is not a regular file (a device, pipe or socket); name a file")
+        if path and flag != 'results' and not os.path.isfile(path):
             raise UsageError(f"--{flag}={path!r} not found")
-        if path and not os.access(path, os.R_OK):
+        if path and flag != 'results' and not os.access(path, os.R_OK):
             raise UsageError(f"cannot read {path!r} (permission denied)")
+    if sweep.hellaswag:  # read now, not after the first run has trained
+        read_hellaswag(sweep.hellaswag, sweep.hellaswag_limit)
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
@@ -712,8 +852,17 @@ def main(argv):
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
     paths = config_paths(sweep.configs + positional)
-    for path in paths:  # every override is valid for every config before anything runs
-        parse_config(TrainConfig, [path, *recipe_files(sweep), *overrides])
+    data_dirs = {parse_config(TrainConfig, [path, *recipe_files(sweep), *overrides]).data_dir: path
+                 for path in paths}  # every override is valid for every config before anything runs
+    for path in paths if sweep.recipe else ():  # a recipe comes after each config: it must not change its block
+        alone, with_recipe = (parse_config(TrainConfig, [path, *r, *overrides]) for r in ([], [sweep.recipe]))
+        changed = [k for k in ARCH[1:] if getattr(alone, k) != getattr(with_recipe, k)]
+        if changed:
+            raise UsageError(f"--recipe={sweep.recipe} changes {os.path.basename(path)[:-3]}'s architecture ("
+                             + ', '.join(f"{k}={getattr(with_recipe, k)!r}" for k in changed) + "), so its rows "
+                             "would be named for a block they did not train; keep architecture keys in the config files")
+    if not sweep.report:
+        check_data(sweep, data_dirs)
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
     png = sweep.png or os.path.splitext(results_path)[0] + '.png'
     ok = True
@@ -724,6 +873,7 @@ def main(argv):
                   "equal work", file=sys.stderr)
         check_claimable(os.path.join(sweep.out_prefix, '.claims'))
         plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
+        announce(plans)
         with Stopper(what='train.py runs') as stopper:
             ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
             while sweep.extend_lr and ok:  # until every best lr lies inside its grid
@@ -735,6 +885,8 @@ def main(argv):
                 ok, plans = run_all(sweep, more, results_path, stopper), plans + more
                 tried |= {p.run_dir for p in more}
         only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
+        if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
+            raise UsageError("every run failed (their lines above say why); nothing to report")
     rows = report(sweep, results_path, png, only=None if sweep.report else only)
     if not ok:
         raise UsageError(f"some runs failed (see above); {results_path} keeps every finished run")

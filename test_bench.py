@@ -164,18 +164,20 @@ def test_compute_multiplier_on_synthetic_curves():
     assert m is None and why.startswith('> 10.00')
     m, _, _ = R.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
     assert m == pytest.approx(3.0)
-    rows = [dict(config='gpt', data='d', kind='max_iters', optimizer='adamw', schedule='cosine', flops=f, val=l,
-                 tuned=True) for f, l in ref3]
+    rows = [dict(config='gpt', transfer='one setting', flops=f, val=l, tuned=True) for f, l in ref3]
     marks = {r['flops']: r['multiplier'] for r in R.scaling_rows(rows)}
     assert marks[1e12] == '1.00' and marks[1e13].endswith("(off gpt's frontier)")
 
 
 def fake_record(config, seed, lr, val, size='4x128', budget='max_iters', value=2000, flops=1e12, params=1000):
-    key = dict(config=config, size=size, seed=seed, lr=lr, optimizer='adamw', budget=budget, budget_value=value,
-               data_dir='d', block_size=64, batch_size=12)
+    fields = dict(config=config, size=size, seed=seed, lr=lr, optimizer='adamw', budget=budget, budget_value=value,
+                  data_dir='d', block_size=64, batch_size=12)
+    key = dict(config=config, n_layer=int(size.split('x')[0]), n_embd=int(size.split('x')[1]), seed=seed,
+               learning_rate=lr, min_lr=lr / 10, optimizer='adamw', budget=budget, budget_value=value, data='d',
+               block_size=64, batch_size=12, eval_seed=0)
     curve = [[i, 768 * i, flops * i / 2000, i / 10, val + 1.0 / (1 + i)] for i in (0, 1000, 2000)]
     curve[-1][4] = val
-    return dict(key=key, **key, val_loss=val, best_val=val, train_loss=val, iters=2000, tokens=1536000,
+    return dict(key=key, **fields, val_loss=val, best_val=val, train_loss=val, iters=2000, tokens=1536000,
                 flops=flops, train_s=70.0, wall_s=80.0, params=params, flops_per_token=flops / 1536000,
                 n_layer=4, n_embd=128, curve=curve, command='train.py ...', date='2026-11-22', machine='x')
 
@@ -198,11 +200,15 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
     assert (gmlp['lr'], gmlp['n']) == (1e-3, 2) and gmlp['val'] == pytest.approx(1.41)
     # paired by seed (each seed evaluates every config on the same val batches): seeds 1 and 2 give
     # -0.07 and -0.04; gpt's seed 3 has no partner
+    # ± the 95% t interval with 1 degree of freedom: 12.706 x s.e. 0.015 = 0.1906, which holds 0
     assert gmlp['gap'] == pytest.approx(-0.055)
-    assert gmlp['gap_se'] == pytest.approx(0.015)
-    assert 'noise' not in gmlp['vs_gpt']
+    assert gmlp['gap_half'] == pytest.approx(12.7062 * 0.015, rel=1e-4) and gmlp['gap_n'] == 2
+    assert gmlp['vs_gpt'] == '-0.0550 ± 0.1906 (n=2) (holds 0)'
     out = capsys.readouterr().out
-    assert '| gmlp | 4x128 |' in out and '1.4100 ± 0.0141 (2)' in out and '0.001: 1.4100 / 0.002: 1.4600' in out
+    assert '(4x128, adamw, max_iters=2000 in every row)' in out  # said once, not a column
+    assert '| gmlp | 1,000 | 0.001 (best of 2 on seeds 1-2; bottom of grid: --extend_lr) | 1.4100 ± 0.0141 (n=2) |' in out
+    assert '0.001: 1.4100 (n=2) / 0.002: 1.4600 (n=2)' in out
+    assert '| gpt | 1,000 | 0.002 (best of 2 on seeds 1-2; top of grid: --extend_lr) | 1.4700 ± 0.0100 (n=3) |' in out
     assert sweep.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
     if R.pyplot() is not None:
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
@@ -225,7 +231,7 @@ def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
     assert ('| 1.14 |' in out) == gpt_grid and ("| ≤ 1.14 (gpt's lr not tuned there) |" in out) != gpt_grid
     assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
     if R.pyplot() is not None:
-        assert os.path.exists(tmp_path / 'scaling-scaling.png') or os.path.exists(tmp_path / 'scaling.png')
+        assert os.path.exists(tmp_path / 'scaling-max_iters-adamw-scaling.png')
 
 
 def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
@@ -238,7 +244,7 @@ def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     recs = R.read_results(str(results))
     assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gmlp', 2), ('gpt', 1), ('gpt', 2)]
     assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
-    assert '| gpt | 1x32 |' in proc.stdout and 'ETA' in proc.stderr
+    assert '| gpt | ' in proc.stdout and 'size 1x32, max_iters=4' in proc.stdout and 'ETA' in proc.stderr
     again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
     assert len(R.read_results(str(results))) == 4

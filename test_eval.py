@@ -117,9 +117,12 @@ def test_two_processes_under_torchrun_score_as_one(trained, tmp_path):
                                                                                                   one['acc_norm'])
 
 
-def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path):
+def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkeypatch):
     """prepare.py --dataset=fineweb (tiny shards from a local endpoint) -> train.py -> eval.py, offline:
-    a tiny BPE ranks file stands in for GPT-2's (tiktoken would download that)."""
+    a tiny BPE ranks file stands in for GPT-2's (tiktoken would download that), registered as GPT-2's
+    sha256 for this test only (a --ranks_file for gpt2 is checked against it)."""
+    import hashlib
+    import tokenizer
     from test_prepare import tiny_ranks_file
     prepare.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
     s = train.main(['--device=cpu', '--dtype=float32', '--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=32',
@@ -128,6 +131,7 @@ def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path):
                     f'--data_dir={tmp_path / "fw"}', f'--out_dir={tmp_path / "out"}'])
     assert s['iter_num'] == 5 and s['val_bpb'] is None  # FineWeb's byte count is unknown: no bits per byte
     ranks = tiny_ranks_file(tmp_path / 'gpt2.tiktoken')
+    monkeypatch.setitem(tokenizer.KNOWN_RANKS, 'gpt2', hashlib.sha256(open(ranks, 'rb').read()).hexdigest())
     import importlib
     r = importlib.import_module('eval').main([f'--out_dir={tmp_path / "out"}', f'--ranks_file={ranks}',
                                               f'--input={write_items(tmp_path / "i.jsonl", RIGGED * 2)}'])

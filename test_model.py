@@ -9,12 +9,14 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
                    Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width, sample_next)
 
-# every block / attn / ffn combination the config accepts
+# every block / attn / ffn combination the config accepts, built from model.py's lists: a block, attention
+# or FFN added there is covered by every test below that takes COMBOS (shapes, causality, cached decoding,
+# overfitting, parameter matching) with no edit here
 COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
-          + [('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')])
+          + [(block, 'mha', 'gelu') for block in BLOCKS if block != 'transformer'])
 MIXERS = [('transformer', 'mha', 'gelu'), ('transformer', 'mdha', 'relu2'),
           ('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')]
 VOCAB = 13
@@ -153,9 +155,21 @@ def test_depthwise_conv_matches_a_loop(shared):
                                     (x[:, :2].clone().requires_grad_(), torch.randn(3 * C, K, dtype=torch.float64, requires_grad=True)))
 
 
-@pytest.mark.parametrize('ffn', GATED + ('relu', 'gelu', 'relu2'))
+# each FFN's nonlinearity written out plainly, applied to a = x W1 + b1 (for a gated FFN: to the gate)
+FORMULAS = {'relu': torch.relu, 'gelu': lambda a: 0.5 * a * (1 + torch.erf(a / math.sqrt(2))),
+            'relu2': lambda a: torch.relu(a) ** 2, 'glu': lambda a: 1 / (1 + torch.exp(-a)),
+            'bilinear': lambda a: a, 'reglu': torch.relu,
+            'geglu': lambda a: 0.5 * a * (1 + torch.erf(a / math.sqrt(2))), 'swiglu': lambda a: a / (1 + torch.exp(-a))}
+
+
+@pytest.mark.parametrize('ffn', [f for f in FFNS if f != 'none'])
 def test_ffn_equals_its_formula(ffn):
-    """Gated: act(x W1 + b1) ⊙ (x V + c) then W2 + b2 (arXiv:2002.05202); ungated act(x W1 + b1) W2 + b2."""
+    """Gated: act(x W1 + b1) ⊙ (x V + c) then W2 + b2 (arXiv:2002.05202); ungated act(x W1 + b1) W2 + b2.
+    Every FFN model.py lists is checked: a new one needs its formula in FORMULAS."""
+    if ffn not in FORMULAS:
+        pytest.fail(f"model.FFNS has {ffn!r} but test_model.py's FORMULAS has no formula for it: add its "
+                    f"nonlinearity there, written out from its paper (and to model.GATED if it gates), so "
+                    f"this test can check model.py against it")
     model = build(tiny(ffn=ffn))
     mlp = model.transformer.h[0].mlp
     with torch.no_grad():
@@ -163,11 +177,7 @@ def test_ffn_equals_its_formula(ffn):
             p.normal_()  # biases too, so a missing bias would show
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     W1, b1, W2, b2 = mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias
-    a = x @ W1.T + b1
-    act = {'relu': torch.relu(a), 'gelu': 0.5 * a * (1 + torch.erf(a / math.sqrt(2))),
-           'relu2': torch.relu(a) ** 2, 'glu': 1 / (1 + torch.exp(-a)), 'bilinear': a,
-           'reglu': torch.relu(a), 'geglu': 0.5 * a * (1 + torch.erf(a / math.sqrt(2))),
-           'swiglu': a / (1 + torch.exp(-a))}[ffn]
+    act = FORMULAS[ffn](x @ W1.T + b1)
     if ffn in GATED:
         act = act * (x @ mlp.c_gate.weight.T + mlp.c_gate.bias)
     else:

@@ -729,6 +729,20 @@ def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tm
         P.main([f'--input={tmp_path / "src" / "pkg0" / "mod0.py"}', f'--out_dir={tmp_path / "o"}', '--split=hashed'])
 
 
+@pytest.mark.parametrize('sizes', [(200_000, 800), (800, 200_000), (50_000, 40_000, 900), (3000,) * 2])
+def test_a_folder_split_holds_val_fraction_whatever_its_files_sizes(tmp_path, capsys, sizes):
+    """Files of very unequal sizes cannot make val_fraction of whole files (one large file would be 99% or
+    a small one 0.4%, by their names alone): val is then the last val_fraction of the bytes, said in a
+    line; either way val holds val_fraction of the bytes within the stated tolerance."""
+    for i, n in enumerate(sizes):
+        write(tmp_path / 'src' / f'f{i}.py', ('x = 1\n' * (n // 6 + 1))[:n])
+    P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "d"}', '--val_fraction=0.1'])
+    val, train = (len(read_split(tmp_path / 'd', s)) for s in ('val', 'train'))
+    assert abs(val / (val + train) - 0.1) <= corpus.SPLIT_TOLERANCE * 0.1 + 1e-3
+    cut = D.read_meta(str(tmp_path / 'd'))['split']['cut']
+    assert (cut == 'hashed documents') == ('cannot make val_fraction' not in capsys.readouterr().err)
+
+
 # -----------------------------------------------------------------------------
 # FineWeb: downloaded shards, checked, resumed, committed by meta.json (a local endpoint: no network)
 
@@ -775,16 +789,20 @@ def partial_size(hub):
     return int(hub.ranges[0][1].split('=')[1].rstrip('-'))
 
 
-@pytest.mark.parametrize('bad', ['count', 'magic'])
+@pytest.mark.parametrize('bad', ['count', 'magic', 'empty', 'ids'])
 def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
+    """A shard whose header lies, that is not a shard, that holds no tokens, or holds ids beyond GPT-2's
+    vocabulary: one line, removed, and a rerun fetches it again once fixed upstream."""
     from conftest import llmc_shard
     hub, files = fake_hub
     good = files['fineweb_train_000001.bin']
-    hub.files['fineweb_train_000001.bin'] = (llmc_shard(np.zeros(100), ntok=101) if bad == 'count'
-                                             else b'\x00' * 4 + good[4:])
+    hub.files['fineweb_train_000001.bin'] = {
+        'count': llmc_shard(np.zeros(100), ntok=101), 'magic': b'\x00' * 4 + good[4:], 'empty': llmc_shard([]),
+        'ids': llmc_shard([5, 60000, 7])}[bad]
     out = tmp_path / 'fw'
-    expect = "the header says 101 tokens" if bad == 'count' else "not a token shard"
-    with pytest.raises(P.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard \({expect}.*\); "
+    expect = {'count': "the header says 101 tokens", 'magic': "not a token shard", 'empty': "it holds no tokens",
+              'ids': "it holds token id 60000, beyond GPT-2's 50,257"}[bad]
+    with pytest.raises(P.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard of GPT-2 tokens \({expect}.*\); "
                                            r"it is removed: rerun to fetch it again") as e:
         P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
     assert '\n' not in str(e.value)

@@ -245,7 +245,7 @@ def test_no_arguments_after_the_quick_start_prints_text(tmp_path):
     script('train.py', os.path.join(HERE, 'configs', 'quick.py'), '--max_iters=2', '--eval_iters=2')
     r = script('sample.py')
     assert len(r.stdout) > 400 and set(r.stdout) <= set(corpus_text(2400, 0))  # 500 characters of text
-    assert 'sampling the newest run here: out-quick' in r.stderr
+    assert 'sampling the newest finished run here: out-quick' in r.stderr
 
 
 def test_without_out_dir_the_newest_run_here_is_sampled(runs, capsys, tmp_path, monkeypatch):
@@ -262,7 +262,15 @@ def test_without_out_dir_the_newest_run_here_is_sampled(runs, capsys, tmp_path, 
     sample.main(args)
     out, err = capsys.readouterr()
     assert out == run(capsys, runs['gmlp'], *args[1:])[0]
-    assert 'sampling the newest run here of 3 (out-gmlp, out-amlp, out; pick one with --out_dir): out-gmlp' in err
+    assert 'sampling the newest finished run here of 3 (out-gmlp, out-amlp, out; pick one with --out_dir): out-gmlp' in err
+    # a newer run that did not finish its training (a 2-iteration try, a stopped one) is not the one chosen
+    ckpt = torch.load(os.path.join(runs['mha'], 'ckpt.pt'), map_location='cpu', weights_only=True)
+    os.mkdir(tmp_path / 'out-try')
+    torch.save({**ckpt, 'finished': False}, tmp_path / 'out-try' / 'ckpt.pt')
+    sample.main(args)
+    out, err = capsys.readouterr()
+    assert 'sampling the newest finished run here of 4 (out-try, out-gmlp, out-amlp, out; pick one with --out_dir): ' \
+           'out-gmlp\n' in err
 
 
 def test_help_has_a_usage_line_and_every_key(capsys):
@@ -325,3 +333,22 @@ def test_a_bpe_run_whose_ranks_file_moved_finds_it_by_sha256_or_is_told_where(tm
     other = tiny_ranks_file(tmp_path / 'other.tiktoken', more=(b'ca',))
     with pytest.raises(UsageError, match='changed since prepare.py used it'):
         run(capsys, out, f'--ranks_file={other}')
+
+
+def test_gpt2_by_name_offline_names_the_real_flag_and_checks_the_ranks_file(tmp_path, monkeypatch):
+    """A dataset tokenized with tiktoken's 'gpt2' by name: offline, the message names --ranks_file (the
+    flag sample.py and eval.py have); a ranks file given is checked against GPT-2's by its sha256."""
+    import tiktoken
+    from test_prepare import tiny_ranks_file
+
+    def offline(name):
+        raise ConnectionError('no network')
+    monkeypatch.setattr(tiktoken, 'get_encoding', offline)
+    meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
+    with pytest.raises(UsageError, match=r"offline, pass --ranks_file=path/to/gpt2.tiktoken"):
+        load_tokenizer(meta)
+    wrong = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
+    with pytest.raises(UsageError, match=r"is not gpt2's ranks \(its sha256 is not 306cd27f03c1"):
+        load_tokenizer(meta, ranks_file=str(wrong))
+    with pytest.raises(UsageError, match='not found'):
+        load_tokenizer(meta, ranks_file=str(tmp_path / 'nope.tiktoken'))

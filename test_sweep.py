@@ -90,16 +90,22 @@ def test_the_key_names_the_data_not_the_folder_it_was_prepared_into(tiny_data, t
 # -----------------------------------------------------------------------------
 # the results file: duplicates, a killed writer, glued lines
 
-def record(config, seed, val, **kw):
-    key = dict(config=config, seed=seed, lr=1e-3, **kw)
-    return dict(kind='sweep', key=key, config=config, size='1x32', seed=seed, lr=1e-3, optimizer='adamw',
-                budget='max_iters', budget_value=10, data_dir='d', val_loss=val, params=100, tokens=10,
-                flops=1.0, train_s=1.0, curve=[[0, 0, 0.0, 0.0, val + 1], [10, 10, 1.0, 1.0, val]])
+def record(config, seed, val, *, lr=1e-3, budget=10, size='1x32', **settings):
+    """A sweep record as sweep.py writes one: its key is the resolved run (here its few settings that
+    matter to a report, `settings` more of them)."""
+    n_layer, n_embd = (int(v) for v in size.split('x'))
+    key = dict(config=config, seed=seed, learning_rate=lr, min_lr=lr / 10, budget='max_iters', budget_value=budget,
+               max_iters=budget, n_layer=n_layer, n_embd=n_embd, data='fp', eval_seed=0, **settings)
+    return dict(kind='sweep', key=key, config=config, size=size, seed=seed, lr=lr, optimizer='adamw',
+                budget='max_iters', budget_value=budget, data_dir='d', val_loss=val, params=100 * n_embd,
+                tokens=10 * budget * n_embd, flops=1.0 * budget, train_s=1.0, schedule='wsd',
+                curve=[[0, 0, 0.0, 0.0, val + 1], [budget, 10 * budget, 1.0, 1.0, val]])
 
 
 def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(tmp_path):
     """Several budgets at one size: a rank, loss and best lr per budget, the gaps to gpt and to llama
-    paired by seed at every budget, a '-' where a config has no run, and the gap plot."""
+    paired by seed at every budget with their 95% t intervals, a '-' where a config has no run, and the
+    gap plot."""
     recs = []
     losses = {  # (config, budget): {lr: per-seed losses}; x overtakes llama at the long budget
         ('gpt', 100): {1e-3: [3.0, 3.2], 2e-3: [2.9, 3.1]}, ('gpt', 1600): {2e-3: [2.0, 2.2]},
@@ -108,34 +114,138 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     for (name, budget), by_lr in losses.items():
         for lr, vals in by_lr.items():
             for seed, v in enumerate(vals, 1):
-                recs.append({**record(name, seed, v, budget=budget, at_lr=lr), 'lr': lr, 'budget_value': budget,
-                             'tokens': 1000 * budget, 'schedule': 'wsd'})
+                recs.append({**record(name, seed, v, lr=lr, budget=budget), 'tokens': 1000 * budget, 'params': 100})
     rows = R.summary_rows(recs)
     groups = R.regime_groups(rows)
     assert len(groups) == 1
     rs = next(iter(groups.values()))
     text = R.regime_tables(rs)
-    lines = {line.split(' | ')[0]: line for line in text.splitlines() if line.startswith('| ')}
     assert '| config | 1000.0 (100) | 16000.0 (1600) |' in text  # tokens per gpt parameter (100)
-    first = text.split('gap to gpt')[0]
-    assert '| x | #2 2.7500 ± 0.2121 (2), lr 0.001 | #1 1.8500 ± 0.2121 (2), lr 0.001 |' in first
-    assert '| gpt | #4 3.0000 ± 0.1414 (2), lr 0.002 (top of grid) | #3 2.1000' in first  # its grid's edge
-    assert '| y | #3 2.9000 ± 0.1414 (2), lr 0.001 | – |' in first
-    to_gpt, to_llama = text.split('gap to gpt')[1].split('gap to llama')
-    assert '| x | -0.2500 ± 0.0500 | -0.2500 ± 0.0500 |' in to_gpt  # (2.6-2.9, 2.9-3.1) and (1.7-2.0, 2.0-2.2)
-    assert '| x | +0.1500 ± 0.0500 | -0.1500 ± 0.0500 |' in to_llama and '| gpt |' in to_llama
+    first = text.split('Gap to gpt')[0]
+    assert '| x | #2 2.7500 ± 0.2121 (n=2), lr 0.001 | #1 1.8500 ± 0.2121 (n=2), lr 0.001 |' in first
+    assert '| gpt | #4 3.0000 ± 0.1414 (n=2), lr 0.002 (top of grid) | #3 2.1000' in first  # its grid's edge
+    assert '| y | #3 2.9000 ± 0.1414 (n=2), lr 0.001 | – |' in first
+    to_gpt, to_llama = text.split('Gap to gpt')[1].split('Gap to llama')
+    # (2.6-2.9, 2.9-3.1): -0.25 ± 12.706 x 0.05; (1.7-2.0, 2.0-2.2) alike
+    assert '| x | -0.2500 ± 0.6353 (n=2) (holds 0) | -0.2500 ± 0.6353 (n=2) (holds 0) |' in to_gpt
+    assert '| x | +0.1500 ± 0.6353 (n=2) (holds 0) | -0.1500 ± 0.6353 (n=2) (holds 0) |' in to_llama
+    assert '| gpt |' in to_llama and '| gpt |' not in to_gpt
     if R.pyplot() is not None:
         png = str(tmp_path / 'regime.png')
         assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
     # a sweep of one other config alone over the budgets (its report shows its own runs): no gap to
     # draw, its loss instead
     alone = next(iter(R.regime_groups(R.summary_rows([r for r in recs if r['config'] == 'x'])).values()))
-    assert 'gap to' not in R.regime_tables(alone)
+    assert 'Gap to' not in R.regime_tables(alone)
     if R.pyplot() is not None:
         png = str(tmp_path / 'alone.png')
         assert R.plot_regime(alone, png, 'title') and os.path.getsize(png) > 10_000
 
 
+def test_t_quantiles_and_intervals_have_their_known_values():
+    """Student's t: 12.706 at 1 degree of freedom, 4.303 at 2, 2.262 at 9, 1.960 in the limit; the 99%
+    point at 1 is 63.657. An interval is mean ± t x sd / sqrt(n); one value has none."""
+    for df, t in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (9, 2.2622), (30, 2.0423), (10 ** 6, 1.9600)):
+        assert R.t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
+    assert R.t_quantile(0.995, 1) == pytest.approx(63.6567, abs=1e-3)
+    mean, half, n = R.interval([1.0, 2.0, 3.0])  # sd 1: 4.3027 / sqrt(3)
+    assert (mean, n) == (2.0, 3) and half == pytest.approx(4.3027 / 3 ** 0.5, abs=1e-4)
+    assert R.interval([5.0]) == (5.0, None, 1)
+    assert R.gap_text(-0.1, 0.05, 3) == '-0.1000 ± 0.0500 (n=3)'
+    assert R.gap_text(-0.05, 0.05, 3) == '-0.0500 ± 0.0500 (n=3) (holds 0)'  # 0 on its edge: held
+    assert R.gap_text(0.01, None, 1) == '+0.0100 (n=1)'
+
+
+def test_a_gap_is_paired_by_seed_with_its_t_interval_and_its_val_sample_noise():
+    """Three seeds, gaps -0.10, -0.12, -0.08: -0.1000 ± 4.3027 x 0.02 / sqrt(3) = 0.0497, resolved; a seed
+    that only one config has is not paired. The val sample's noise of the gap comes from the per-batch
+    val losses: per-batch gaps (averaged over seeds) -0.1, -0.1, -0.1, -0.1 + d: known s.e."""
+    recs = []
+    for seed, (g, x) in enumerate(((2.0, 1.90), (2.1, 1.98), (2.2, 2.12)), 1):
+        recs += [{**record('gpt', seed, g), 'val_batches': [g] * 4},
+                 {**record('x', seed, x), 'val_batches': [x, x, x, x + 0.04]}]
+    recs.append(record('gpt', 4, 2.5))  # unpaired
+    x = next(r for r in R.summary_rows(recs) if r['config'] == 'x')
+    assert x['gap'] == pytest.approx(-0.10) and x['gap_n'] == 3
+    assert x['gap_half'] == pytest.approx(4.3027 * 0.02 / 3 ** 0.5, abs=1e-5)
+    assert x['vs_gpt'] == '-0.1000 ± 0.0497 (n=3)'
+    # per-batch gaps, seeds averaged: [d, d, d, d + 0.04] -> sd 0.02, s.e. over 4 batches 0.01
+    assert x['eval_se'] == pytest.approx(0.01)
+
+
+def test_a_row_is_one_setting_over_distinct_seeds(capsys):
+    """Records that differ in a recipe value, the device or a HellaSwag score are not seeds of one row:
+    each is its own row, named by what differs; n counts distinct seeds; a second record of one seed
+    of one setting (the same run from another folder) is said and not averaged."""
+    recs = [record('gpt', 1, 3.80, weight_decay=w) for w in (0.0, 0.2)]  # two recipes, both seed 1
+    recs += [record('gpt', 1, 3.70, device='cpu'), record('gpt', 1, 3.75, device='mps')]
+    recs += [{**record('gpt', 2, 3.6, hellaswag={'items': 'ab', 'limit': 0}), 'hellaswag_acc_norm': 0.3},
+             record('gpt', 2, 3.65)]
+    rows = R.summary_rows(recs)
+    assert all(r['n'] == 1 for r in rows) and len(rows) == 6
+    labels = sorted(r['label'] for r in rows)
+    assert len(set(labels)) == 6  # every row named apart
+    assert any('weight_decay=0.0' in lab for lab in labels) and any('weight_decay=0.2' in lab for lab in labels)
+    assert any('device=cpu' in lab for lab in labels) and any('hellaswag=' in lab for lab in labels)
+    assert any('device=auto' in lab for lab in labels)  # a setting a record leaves at its default is named by it
+    same = [record('gpt', 1, 3.80), {**record('gpt', 1, 3.90), 'data_dir': 'elsewhere'},
+            record('gpt', 2, 3.70)]
+    capsys.readouterr()
+    rows = R.summary_rows(same)
+    assert len(rows) == 1 and rows[0]['n'] == 2 and rows[0]['val'] == pytest.approx(3.75)
+    assert 'recorded twice' in capsys.readouterr().err
+    # two corpora prepared into one folder: their fingerprints differ, so do their rows
+    rows = R.summary_rows([record('gpt', 1, 3.8), {**record('gpt', 2, 3.7), 'key': {
+        **record('gpt', 2, 3.7)['key'], 'data': 'other'}}])
+    assert len(rows) == 2 and all(r['n'] == 1 for r in rows)
+
+
+def test_records_scored_on_another_val_set_are_never_averaged_with_one_val_set(tmp_path):
+    """A record from before eval_seed (each run's seed drew its val batches) is read as eval_seed=-1: its
+    own row, never a seed of today's; and its key never matches a run planned today."""
+    old = record('gpt', 2, 3.0)
+    del old['key']['eval_seed']
+    path = str(tmp_path / 'r.jsonl')
+    for r in (record('gpt', 1, 2.9), old):
+        R.append_record(path, r)
+    recs = R.read_results(path)
+    assert recs[1]['key']['eval_seed'] == -1 and "each run's own seed" in recs[1]['val_set']
+    rows = R.summary_rows(recs)
+    assert len(rows) == 2 and {r['n'] for r in rows} == {1}
+    assert sorted(r['label'] for r in rows) == ['gpt (eval_seed=-1)', 'gpt (eval_seed=0)']
+    today = plan(tmp_path)
+    assert today.key['eval_seed'] == 0 and '"eval_seed": 0' in sweep.run_id(today.key)
+    assert sweep.run_id({k: v for k, v in today.key.items() if k != 'eval_seed'}) != sweep.run_id(today.key)
+
+
+def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes():
+    """Two shapes, budgets at matching tokens per parameter (1.25x apart at most): each config's gap at
+    each shape and its change: holds, flips, halves, doubles; '(unresolved)' where an interval holds 0."""
+    recs = []
+    small = {'gpt': (3.0, 3.1, 3.2), 'a': (2.8, 2.9, 3.0), 'b': (2.9, 3.0, 3.1), 'c': (2.95, 3.05, 3.15),
+             'd': (2.9, 3.15, 3.1)}
+    large = {'gpt': (2.5, 2.6, 2.7), 'a': (2.3, 2.4, 2.5), 'b': (2.6, 2.7, 2.8), 'c': (2.48, 2.58, 2.68),
+             'd': (2.3, 2.4, 2.5)}
+    for size, losses, budget in (('1x32', small, 100), ('2x64', large, 200)):
+        for name, vals in losses.items():
+            for seed, v in enumerate(vals, 1):
+                # tokens per parameter: 10 x budget x width / (100 x width) = budget / 10: 10 and 20
+                recs.append(record(name, seed, v, budget=budget, size=size))
+                recs.append({**record(name, seed, v + 0.5, budget=budget * 2, size=size)})
+    rows = R.summary_rows(recs)
+    groups = R.transfer_groups(rows)
+    assert len(groups) == 1
+    text = R.transfer_tables(next(iter(groups.values())))
+    line = {(l.split(' | ')[0][2:], l.split(' | ')[1]): l for l in text.split('Gap to llama')[0].splitlines()
+            if l.startswith('| ') and not l.startswith('| config')}
+    # tokens per parameter are budget / 10: the small shape's 10 and 20, the large one's 20 and 40; only
+    # 20 is within 1.25x at both
+    assert ('a', '20.0') in line and ('a', '10.0') not in line and ('a', '40.0') not in line
+    assert line['a', '20.0'].endswith('| holds |')     # -0.2 at both
+    assert line['b', '20.0'].endswith('| flips |')     # -0.1, then +0.1
+    assert line['c', '20.0'].endswith('| halves |')    # -0.05, then -0.02
+    # d: (-0.1, +0.05, -0.1) holds 0 at the small shape (-0.05 ± 0.215), then -0.2: doubles, unresolved
+    assert line['d', '20.0'].endswith('doubles (unresolved) |')
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     R.append_record(path, record('gpt', 1, 2.0))
@@ -181,7 +291,7 @@ def test_two_processes_appending_at_once_leave_whole_lines(tmp_path):
             "for i in range(200):\n"
             "    R.append_record(sys.argv[1], dict(kind='sweep', key={'w': sys.argv[2], 'i': i}, config='gpt', "
             "seed=i, lr=1e-3, size='x', budget='max_iters', budget_value=1, optimizer='adamw', data_dir='d', "
-            "val_loss=1.0, pad='x' * 5000))\n")
+            "val_loss=1.0, params=10, tokens=10, curve=[[1, 10, 1.0, 1.0, 1.0]], pad='x' * 5000))\n")
     procs = [subprocess.Popen([sys.executable, '-c', code, path, w], cwd=HERE) for w in 'ab']
     assert all(p.wait(timeout=120) == 0 for p in procs)
     assert len(R.read_results(path)) == 400
@@ -373,17 +483,17 @@ def test_tables_mark_a_config_whose_parameters_are_not_matched(tmp_path, capsys)
         R.append_record(path, {**record(config, 1, 2.0), 'params': params})
     sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
     out = capsys.readouterr().out
-    assert '| wide | 1x32 | adamw | max_iters=10 | 1,300 (+30% vs gpt: not matched) |' in out
-    assert '| near | 1x32 | adamw | max_iters=10 | 1,005 |' in out
+    assert '| wide | 1,300 (+30% vs gpt: not matched) |' in out
+    assert '| near | 1,005 |' in out
 
 
 def test_a_best_lr_at_the_edge_of_its_grid_is_flagged_with_the_flag_that_extends_it(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     for lr, val in ((1e-3, 2.0), (2e-3, 1.9), (4e-3, 1.8)):  # still falling at the largest lr
-        R.append_record(path, {**record('gpt', 1, val), 'lr': lr, 'key': {'lr': lr}})
+        R.append_record(path, record('gpt', 1, val, lr=lr))
     rows = sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
     assert rows[0]['edge'] == 'top' and not rows[0]['tuned']
-    assert '| 0.004 (top of grid: --extend_lr) |' in capsys.readouterr().out
+    assert '| 0.004 (best of 3 on seed 1; top of grid: --extend_lr) |' in capsys.readouterr().out
 
 
 def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny_data, tmp_path):
@@ -419,3 +529,175 @@ def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_
     assert 'HellaSwag acc_norm' in r.stdout
     bad = cli('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
     assert bad.returncode == 2 and "--recipe='nope.py' not found" in bad.stderr
+
+
+# -----------------------------------------------------------------------------
+# the sweep respects what it is given, and checks what it can before any run trains
+
+def test_settings_given_or_set_by_the_recipe_are_the_ones_trained_and_derived_ones_are_said(tmp_path, tiny_data):
+    """--warmup_iters and --eval_interval given (or set by --recipe) reach train.py alone, never followed
+    by the sweep's own value; a value the sweep derives is announced before the runs."""
+    given = plan(tmp_path, ['--warmup_iters=100', f'--data_dir={tiny_data}'], max_iters=['200'])
+    assert given.cmd.count('--warmup_iters=100') == 1 and not any(
+        a.startswith('--warmup_iters=') and a != '--warmup_iters=100' for a in given.cmd)
+    assert given.key['warmup_iters'] == 100 and 'warmup_iters' not in given.derived
+    derived = plan(tmp_path, [f'--data_dir={tiny_data}'], max_iters=['200'])
+    assert derived.key['warmup_iters'] == 20 and derived.derived == {'warmup_iters': 20, 'eval_interval': 25}
+    recipe = tmp_path / 'recipe.py'
+    recipe.write_text("warmup_iters = 70\neval_interval = 40\n")
+    by_recipe = plan(tmp_path, [f'--data_dir={tiny_data}'], max_iters=['200'], recipe=str(recipe))
+    assert (by_recipe.key['warmup_iters'], by_recipe.key['eval_interval']) == (70, 40) and not by_recipe.derived
+    with pytest.raises(UsageError, match='lr_decay_iters=300: a sweep ends each run'):
+        plan(tmp_path, ['--lr_decay_iters=300', f'--data_dir={tiny_data}'], max_iters=['200'])
+    kept = plan(tmp_path, ['--min_lr=0', f'--data_dir={tiny_data}'])  # a grid keeps a min_lr given
+    assert kept.key['min_lr'] == 0.0
+    r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40'))
+    assert r.returncode == 0, r.stderr
+    assert 'note: the sweep sets eval_interval (8 evaluations a run): 5 at 40' in r.stderr
+    assert 'note: the sweep sets warmup_iters' not in r.stderr  # (given: --warmup_iters=2)
+
+
+def test_what_every_run_needs_is_checked_once_before_the_first_trains(tmp_path, tiny_data):
+    """Missing data, a malformed HellaSwag file, a negative limit, a recipe that changes a block: one line,
+    exit 2, no run started (no run folder made)."""
+    runs = tmp_path / 'runs'
+    common = ['--configs=gpt,llama', '--max_iters=4', f'--results={tmp_path / "r.jsonl"}', f'--out_prefix={runs}']
+    r = cli(*common, f'--data_dir={tmp_path / "nowhere"}')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'not found; run `python prepare.py' in r.stderr
+    items = tmp_path / 'items.jsonl'
+    for bad in ({'ctx': 'a', 'endings': 'abcd', 'label': 0}, {'ctx': 'a', 'endings': ['w', 'x', 'y', 'z'], 'label': 2.7},
+                {'ctx': 'a', 'endings': ['w', 'x', 'y', 'z'], 'label': 4}):
+        items.write_text(json.dumps(bad) + '\n')
+        r = cli(*common, f'--data_dir={tiny_data}', f'--hellaswag={items}')
+        assert r.returncode == 2 and 'line 1 is not a HellaSwag item' in r.stderr, r.stderr
+    r = cli(*common, f'--data_dir={tiny_data}', '--hellaswag_limit=-1')
+    assert r.returncode == 2 and 'hellaswag_limit must not be negative' in r.stderr
+    r = cli(*common, f'--data_dir={tiny_data}', '--recipe=configs/llama.py')
+    assert r.returncode == 2 and "changes gpt's architecture" in r.stderr
+    assert not runs.exists()
+
+
+def test_special_files_are_refused_in_one_line_not_read(tmp_path, tiny_data):
+    """A results file, recipe or HellaSwag file that is a device or a pipe is one line, never read (it
+    could never end); a device, pipe or link to one inside an --input folder is left out, said."""
+    fifo = tmp_path / 'pipe'
+    os.mkfifo(fifo)
+    for flag in ('results', 'recipe', 'hellaswag'):
+        for path in ('/dev/zero', str(fifo)):
+            r = cli('--configs=gpt', f'--{flag}={path}', f'--data_dir={tiny_data}', '--report', timeout=60)
+            assert r.returncode == 2 and 'is not a regular file' in r.stderr, (flag, path, r.stderr)
+    folder = tmp_path / 'text'
+    folder.mkdir()
+    (folder / 'a.py').write_text('x = 1\n' * 300)
+    (folder / 'b.py').write_text('y = 2\n' * 300)
+    os.symlink('/dev/zero', folder / 'zero.py')
+    os.mkfifo(folder / 'fifo.py')
+    p = subprocess.run([sys.executable, 'prepare.py', f'--input={folder}', f'--out_dir={tmp_path / "d"}'], cwd=HERE,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and 'leaving out 2 entries that are not regular files' in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, 'prepare.py', '--input=/dev/zero', f'--out_dir={tmp_path / "e"}'], cwd=HERE,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and 'is not a regular file' in p.stderr
+
+
+def test_report_skips_a_hand_edited_record_it_cannot_read_and_never_picks_nan(tmp_path, capsys):
+    """One-field edits (null, NaN, a string for a number, a missing field) are skipped with a line naming
+    them, never a traceback; the best lr is a finite loss."""
+    path = tmp_path / 'r.jsonl'
+    good = [record('gpt', 1, 2.0, lr=1e-3), record('gpt', 1, 2.1, lr=2e-3)]
+    edits = [('val_loss', None), ('val_loss', float('nan')), ('val_loss', '2.0'), ('seed', 'one'), ('lr', -1),
+             ('params', None), ('curve', [[1, 2]]), ('budget_value', None), ('key', [])]
+    lines = [json.dumps(r) for r in good]
+    for field, value in edits:
+        lines.append(json.dumps({**record('gpt', 1, 1.0, lr=4e-3), field: value}))
+    lines.append(json.dumps({k: v for k, v in record('gpt', 1, 1.0, lr=8e-3).items() if k != 'tokens'}))
+    path.write_text('\n'.join(lines) + '\n')
+    rows = sweep.report(sweep.SweepConfig(), str(path), str(tmp_path / 'p.png'))
+    assert len(rows) == 1 and rows[0]['lr'] == 1e-3 and rows[0]['val'] == 2.0
+    err = capsys.readouterr().err
+    assert err.count('is missing or not what sweep.py writes') == len(edits) + 1
+
+
+def test_a_sweep_killed_by_sigkill_stops_its_runs_too(tmp_path, tiny_data):
+    """SIGKILL cannot be caught by the sweep, but its train.py runs get SIGTERM (Linux's parent-death
+    signal), save and stop: none trains on alone."""
+    if not sys.platform.startswith('linux'):
+        pytest.skip('the parent-death signal is Linux only')
+    proc = subprocess.Popen([sys.executable, 'sweep.py', *sweep_args(tiny_data, tmp_path, '--max_iters=100000',
+                                                                     '--eval_interval=50000')],
+                            cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    runs = tmp_path / 'runs'
+    deadline = time.time() + 120
+    def trained():  # two log rows of training steps: the run is well past its start
+        return any(p.read_text().count('"loss"') >= 2 for p in runs.glob('*/log.jsonl'))
+    while time.time() < deadline and not trained():
+        time.sleep(0.5)
+    assert trained(), 'the run did not start'
+    child = subprocess.run(['pgrep', '-f', f'out_dir={runs}'], capture_output=True, text=True).stdout.split()
+    assert child
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 120
+    while time.time() < deadline and subprocess.run(['pgrep', '-f', f'out_dir={runs}'], capture_output=True).returncode == 0:
+        time.sleep(0.5)
+    assert subprocess.run(['pgrep', '-f', f'out_dir={runs}'], capture_output=True).returncode == 1, 'train.py runs on'
+    assert list(runs.glob('*/ckpt.pt'))  # it saved as it stopped
+
+
+def test_quick_right_after_the_quick_start_prepares_the_corpus_it_needs(tmp_path):
+    """In a folder with no data/stdlib_byte, --quick makes it (from this Python's standard library,
+    offline) and runs, instead of failing every run on the missing data."""
+    r = subprocess.run([sys.executable, os.path.join(HERE, 'sweep.py'), '--quick', '--configs=gpt', '--seeds=1',
+                        '--learning_rate=2e-3', '--max_iters=2', '--eval_iters=1'], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert '--quick: preparing data/stdlib_byte' in r.stderr and (tmp_path / 'data/stdlib_byte/meta.json').exists()
+    assert len(R.read_results(str(tmp_path / 'out-sweep' / 'results.jsonl'))) == 1
+
+
+def test_a_report_on_a_committed_results_file_writes_no_new_file_there(tmp_path):
+    """--report on a file in the repository's results/ writes nothing there (no new plot, no committed one
+    rewritten) and says how to draw them; --png puts them all where it says."""
+    committed = os.path.join(HERE, 'results', 'sweep_shakespeare.jsonl')
+    folder = os.path.join(HERE, 'results')
+    before = {n: os.path.getmtime(os.path.join(folder, n)) for n in os.listdir(folder)}
+    r = cli('--report', f'--results={committed}')
+    assert r.returncode == 0, r.stderr
+    assert {n: os.path.getmtime(os.path.join(folder, n)) for n in os.listdir(folder)} == before
+    assert 'plot(s) not drawn' in r.stderr and '--png=' in r.stderr
+    r = cli('--report', f'--results={committed}', f'--png={tmp_path / "p.png"}')
+    assert r.returncode == 0 and len(list(tmp_path.glob('p*.png'))) >= 1
+
+
+def test_readme_tables_are_the_reports_of_the_committed_records():
+    """Every table README.md marks as drawn from a results file is what the report prints from that file
+    today: `<!-- ends_table FILE SIZE SCHEDULE -->` ... `<!-- end -->` holds results.ends_table of the
+    regime group at that size and schedule. A committed record changed, or a table edited by hand,
+    fails here."""
+    import re
+    text = open(os.path.join(HERE, 'README.md'), encoding='utf-8').read()
+    blocks = re.findall(r'<!-- ends_table (\S+) (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S)
+    assert blocks, 'README.md has no table marked as drawn from a results file'
+    for path, size, schedule, table in blocks:
+        rows = R.summary_rows(R.read_results(os.path.join(HERE, path)))
+        group = [rs for rs in R.regime_groups(rows).values()
+                 if rs[0]['size'] == size and rs[0]['schedule'] == schedule]
+        assert len(group) == 1, f"{path} has no one regime group at {size}, {schedule}"
+        assert table.strip() == R.ends_table(group[0]), f"README.md's table from {path} is not its report"
+
+
+def test_the_schedule_view_compares_each_gap_under_each_schedule():
+    """Records of one setting under wsd and cosine (each config at its own lr): each config's loss under
+    each, and its gap to gpt under each with what it does (holds, halves...)."""
+    recs = []
+    for sched, vals in (('wsd', {'gpt': (2.0, 2.1, 2.2), 'x': (1.8, 1.9, 2.0)}),
+                        ('cosine', {'gpt': (2.1, 2.2, 2.3), 'x': (2.05, 2.15, 2.25)})):
+        for name, losses in vals.items():
+            for seed, v in enumerate(losses, 1):
+                r = record(name, seed, v, budget=100, lr_schedule=sched)
+                recs.append({**r, 'schedule': sched})
+    groups = R.schedule_groups(R.summary_rows(recs))
+    assert len(groups) == 1
+    text = R.schedule_tables(next(iter(groups.values())))
+    assert '| x | 0.001, 1.9000 ± 0.1000 (n=3) | 0.001, 2.1500 ± 0.1000 (n=3) |' in text
+    assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves |' in text

@@ -28,8 +28,14 @@ from model import GPT, GPTConfig, count_params
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
-ARCHS = ('gpt', 'gpt_rope', 'primer_ez', 'swiglu', 'geglu', 'reglu', 'gmlp', 'amlp', 'llama', 'llama_gelu',
-         'llama_primer')
+# every architecture config in configs/ (all but quick.py and the _recipes): a config added there is
+# checked below (its parameter count, matched to gpt's within 1%, trains, the results table) with no edit here
+ARCHS = tuple(sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, 'configs', '[!_]*.py'))
+                     if not p.endswith('quick.py')))
+
+# architecture configs added since results/sweep_stdlib.jsonl was made: their learning rate is not yet
+# the best of its grid (the test of the results table says so, and skips them)
+NOT_YET_TUNED = ()
 
 # a small model that trains in milliseconds per iteration
 TINY = ['--device=cpu', '--dtype=float32', '--compile=False', '--n_layer=2', '--n_head=2', '--n_embd=32',
@@ -103,9 +109,15 @@ def built_params(path, vocab_size):
     return GPT(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab_size})).get_num_params()
 
 
-def test_every_architecture_has_a_config():
-    names = {os.path.basename(p)[:-3] for p in CONFIGS}
-    assert set(ARCHS) | {'quick'} <= names
+def test_every_architecture_config_states_only_its_block_on_the_shared_recipe():
+    """An architecture config starts from the shared recipe and is matched to gpt's parameters: what
+    README's "Adding a block" asks of a new one."""
+    assert 'gpt' in ARCHS and 'quick' not in ARCHS
+    for name in ARCHS:
+        text = open(os.path.join(HERE, 'configs', f'{name}.py')).read()
+        assert 'from _recipe import *' in text, f"configs/{name}.py must start with `from _recipe import *`"
+        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+        assert name == 'gpt' or cfg.match_params == 'gpt', f"configs/{name}.py must set match_params = 'gpt'"
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))
@@ -127,9 +139,14 @@ def test_architecture_configs_train_what_the_results_table_reports():
     for name in ARCHS:
         cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
         size = f"{cfg.n_layer}x{cfg.n_embd}"
-        row = [r for r in rows if r['config'] == name and r['data'] == cfg.data_dir and r['size'] == size
+        row = [r for r in rows if r['config'] == name and r['data_dir'] == cfg.data_dir and r['size'] == size
                and r['budget'] == f"max_iters={cfg.max_iters}" and r['optimizer'] == cfg.optimizer]
-        assert len(row) == 1, f"{name}: no row of results/sweep_stdlib.jsonl at {cfg.data_dir}, {size}"
+        if not row and name in NOT_YET_TUNED:
+            continue
+        assert len(row) == 1, (f"configs/{name}.py has no row in results/sweep_stdlib.jsonl at {cfg.data_dir}, "
+                               f"{size}: run its lr grid as RESULTS.md §2 says (python sweep.py --configs={name} "
+                               "... --results=results/sweep_stdlib.jsonl) and set its best lr, or name it in "
+                               "NOT_YET_TUNED in test_train.py until you have")
         assert row[0]['n'] >= 3 and row[0]['runs'][0]['block_size'] == cfg.block_size
         assert cfg.learning_rate == row[0]['lr'] and cfg.min_lr == pytest.approx(cfg.learning_rate / 10), \
             f"configs/{name}.py: learning_rate {cfg.learning_rate}, the table's best is {row[0]['lr']}"
@@ -529,7 +546,7 @@ def test_progress_lines_show_the_position_and_an_eta(data_dir, tmp_path, capsys)
     out = capsys.readouterr().out
     assert re.search(r"^iter 3/6 \(50%\): loss [\d.]+, lr .*ms/iter, .* tok/s, ETA [\d.]+s$", out, re.M), out
     assert re.search(r"^step 4: evaluating, 2 batches per split\.\.\.\nstep 4: train loss [\d.]+, val loss [\d.]+ "
-                     r"\([\d.]+s\)$", out, re.M), out
+                     r"± [\d.]+ \(s\.e\. over 2 batches\) \([\d.]+s\)$", out, re.M), out
     run(data_dir, tmp_path / 'b', '--max_iters=1000', '--max_tokens=200')  # 64 tokens per iteration: 4
     assert re.search(r"^iter 2/4 \(50% of max_tokens\): .*, ETA ", capsys.readouterr().out, re.M)
 
@@ -653,3 +670,34 @@ def test_the_124m_recipe_trains_every_architecture_at_gpt2_small_for_twenty_toke
         tokens = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
         assert tokens == 524288 and 19.5 < tokens * cfg.max_iters / n < 20.5, name
         assert cfg.data_dir == 'data/fineweb10B' and cfg.learning_rate == 6e-4
+
+
+def test_every_seed_is_scored_on_the_same_val_batches(data_dir, tmp_path, monkeypatch):
+    """Evaluation batches come from eval_seed, not the run's seed: two seeds train on different batches
+    and are scored on the same ones; eval_seed=-1 gives each seed its own (the old way), and a checkpoint
+    of one val set does not resume with another. Each evaluation logs its standard error and, at the end,
+    each batch's loss."""
+    import data as D
+    drawn = []
+    real = D.Batches.get
+
+    def spy(self, *key):
+        x, y = real(self, *key)
+        drawn.append((key[0], x.clone()))  # key (0, ...): training; (1, k): evaluation
+        return x, y
+    monkeypatch.setattr(D.Batches, 'get', spy)
+    seen = {}
+    for seed, eval_seed in ((1, 0), (2, 0), (2, -1)):
+        drawn.clear()
+        run(data_dir, tmp_path / f's{seed}{eval_seed}', f'--seed={seed}', f'--eval_seed={eval_seed}')
+        seen[seed, eval_seed] = ([x for k, x in drawn if k == 1], [x for k, x in drawn if k == 0])
+    (eval1, train1), (eval2, train2), (own, _) = seen[1, 0], seen[2, 0], seen[2, -1]
+    assert eval1 and all(torch.equal(a, b) for a, b in zip(eval1, eval2))  # one val set
+    assert not all(torch.equal(a, b) for a, b in zip(train1, train2))       # seeds train on their own batches
+    assert not all(torch.equal(a, b) for a, b in zip(eval2, own))           # -1: the seed's own val batches
+    _, evals = read_log(tmp_path / 's10')
+    last = evals[max(evals)]
+    assert len(last['val_batches']) == 2 and last['val_loss'] == pytest.approx(sum(last['val_batches']) / 2, abs=1e-4)
+    assert last['val_se'] > 0
+    with pytest.raises(UsageError, match=r"was evaluated with eval_seed=0, asked 5: .*resume with --eval_seed=0"):
+        run(data_dir, tmp_path / 's10', '--seed=1', '--eval_seed=5', '--init_from=resume')

@@ -143,8 +143,15 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
     return TiktokenTokenizer(enc, info)
 
 
-def tiktoken_by_name(name):
-    """tiktoken.get_encoding(name): downloads on first use, then reads TIKTOKEN_CACHE_DIR (or its temp dir)."""
+# the sha256 of the ranks file (tiktoken's format) of a tiktoken encoding known by name, so that a local
+# copy can stand in for it offline, checked: gpt2's ranks are r50k_base's (openaipublic's r50k_base.tiktoken)
+KNOWN_RANKS = {'gpt2': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930',
+               'r50k_base': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930'}
+
+
+def tiktoken_by_name(name, *, flag='--tokenizer'):
+    """tiktoken.get_encoding(name): downloads on first use, then reads TIKTOKEN_CACHE_DIR (or its temp dir).
+    Offline, the message names `flag`: the option of the command at hand that takes a local ranks file."""
     import tiktoken
     names = tiktoken.list_encoding_names()
     if name not in names:
@@ -154,7 +161,7 @@ def tiktoken_by_name(name):
         enc = tiktoken.get_encoding(name)
     except Exception as e:  # offline: requests' ConnectionError, or anything else from the download
         raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, pass "
-                         f"--tokenizer=path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy "
+                         f"{flag}=path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy "
                          "of its cache") from None
     return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
 
@@ -169,7 +176,7 @@ def load_tokenizer(meta, *, ranks_file='', look_in=()):
         return CharTokenizer(tok['chars'])
     if kind == 'byte':
         return ByteTokenizer()
-    if kind == 'tiktoken' and (tok.get('ranks_file') or ranks_file):
+    if kind == 'tiktoken' and tok.get('ranks_file'):  # a ranks file prepare.py read: its sha256 recorded
         path, sha = ranks_file or tok['ranks_file'], tok.get('ranks_sha256')
         if not ranks_file and not os.path.isfile(path):
             path = find_ranks_file(sha, look_in) or path
@@ -180,8 +187,20 @@ def load_tokenizer(meta, *, ranks_file='', look_in=()):
                                  f"{os.path.basename(tok['ranks_file'])}")
         return tiktoken_from_file(path, pat_str=tok.get('pat_str', GPT2_PATTERN),
                                   special_tokens=tok.get('special_tokens'), sha256=sha)
-    if kind == 'tiktoken':
-        return tiktoken_by_name(tok['name'])
+    if kind == 'tiktoken':  # by name (gpt2): a local ranks file stands in, checked by its sha256
+        name, sha = tok['name'], KNOWN_RANKS.get(tok['name'])
+        if ranks_file and not os.path.isfile(ranks_file):
+            raise UsageError(f"--ranks_file={ranks_file!r} not found (or not a regular file)")
+        if ranks_file and sha:
+            with open(ranks_file, 'rb') as f:
+                if hashlib.sha256(f.read()).hexdigest() != sha:
+                    raise UsageError(f"--ranks_file={ranks_file!r} is not {name}'s ranks (its sha256 is not "
+                                     f"{sha[:12]}...); pass the {name}.tiktoken ranks file")
+        path = ranks_file or (find_ranks_file(sha, look_in) if sha else None)
+        if path:
+            enc = tiktoken_from_file(path, special_tokens={EOT: 50256}, sha256=sha)
+            return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': name})
+        return tiktoken_by_name(name, flag='--ranks_file')
     raise UsageError(f"meta.json does not describe a tokenizer (tokenizer = {tok!r}); rerun prepare.py")
 
 

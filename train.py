@@ -44,7 +44,7 @@ from model import GPT, GPTConfig
 from tokenizer import tokenizer_problem
 from runtime import (Distributed, NonFiniteWatch, Progress, StopSignals, TrainConfig,
                      autocast_context, check_memory, config_text, duration, keep_output_from_stopping_the_run,
-                     micro_steps, peak_flops, resolve_device, resolve_dtype, sync_device)
+                     micro_steps, peak_flops, resolve_device, resolve_dtype, stop_with_the_sweep, sync_device)
 
 
 def main(argv):
@@ -90,9 +90,13 @@ def main(argv):
             print(config_text(dataclasses.asdict(cfg)))
             if meta is None:
                 print(f"note: no meta.json in {cfg.data_dir}: raw shards, vocab_size {vocab}")
-        batches = {split: Batches(paths, block_size=cfg.block_size, batch_size=cfg.batch_size,
-                                  seed=cfg.seed, device=device, check_vocab=cfg.vocab_size)
-                   for split, paths in (('train', train_paths), ('val', val_paths))}
+        # training batches come from the run's seed; the evaluation's from eval_seed, one val set for
+        # every run (the same text scores every seed and config), unless eval_seed=-1
+        shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=device,
+                     check_vocab=cfg.vocab_size)
+        batches = {'train': Batches(train_paths, seed=cfg.seed, **shape),
+                   'scored': {split: Batches(paths, seed=cfg.val_seed(), **shape)
+                              for split, paths in (('train', train_paths), ('val', val_paths))}}
         # the model, optimizer and loss scaler: fresh, or as the checkpoint left them
         torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
         raw_model = GPT(GPTConfig(**cfg.model_args())).to(device)
@@ -152,7 +156,7 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
         iter_num=state.iter_num, train_s=state.train_s, device_type=device_type)
     if procs.master and note:
         print(note, flush=True)
-    batches['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
+    batches['scored']['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
     if procs.master:
         files.open(state.iter_num)
         for row in first_rows:
@@ -172,8 +176,8 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
             if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
                 sync_device(device_type)
                 with progress.paused(evaluation=True):
-                    losses = evaluate(model, batches, state.iter_num, cfg, meta, ctx, stop_signals,
-                                      procs)
+                    losses = evaluate(model, batches['scored'], state.iter_num, cfg, meta, ctx,
+                                      stop_signals, procs)
                     if losses is None:  # cut short by a signal: not logged, not a best_val_loss
                         stop = 'signal'
                     elif record_eval(losses, state, run) and state.iter_num > 0:  # (0: untrained)
@@ -236,9 +240,11 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
 
 @torch.no_grad()
 def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
-    """The mean loss over the same eval_iters batches of each split every time, shared among the
-    processes, and in bits per byte; with a line before and after. None when a signal cuts it
-    short: at once in one process, between batches (the same ones in every process) with DDP."""
+    """The mean loss over the same eval_iters batches of each split every time (drawn from eval_seed),
+    shared among the processes, in bits per byte, and its standard error from the spread of the
+    batches' losses (how far this val sample's mean may sit from the split's); with a line before
+    and after. None when a signal cuts it short: at once in one process, between batches (the same
+    ones in every process) with DDP."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
@@ -246,7 +252,7 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
     try:
         stop_signals.cut_short = not procs.ddp
         for split, data in batches.items():
-            total = torch.zeros((), device=cfg.device)
+            each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss, filled by its process
             # the same count of batches in every process
             for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):
                 if procs.agree(stop_signals)[0]:
@@ -255,9 +261,17 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
                     X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
                     with ctx:
                         _, loss = model(X, Y)
-                    total += loss.float()
-            out[f'{split}_loss'] = loss = procs.all_reduce(total).item() / cfg.eval_iters
+                    each[k] = loss.float()
+            each = procs.all_reduce(each).tolist()
+            n = len(each)
+            out[f'{split}_loss'] = loss = sum(each) / n
             out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
+            # s.e. of the mean = sd of the batch losses / sqrt(n): how far this val sample's mean may sit
+            # from the split's; the batch losses let a report say the same of a gap between two runs
+            out[f'{split}_se'] = (math.sqrt(sum((v - loss) ** 2 for v in each) / (n - 1) / n) if n > 1
+                                  else None)
+            if split == 'val':
+                out['val_batches'] = [round(v, 5) for v in each]
         stop_signals.cut_short = False  # inside the try: a signal from here on is only noted
     except StopSignals.CutShort:
         out = None
@@ -269,8 +283,9 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
               flush=True)
     elif procs.master:
         bpb = f" ({out['val_bpb']:.4f} bits per byte)" if out['val_bpb'] is not None else ""
+        se = f" ± {out['val_se']:.4f} (s.e. over {cfg.eval_iters} batches)" if out['val_se'] is not None else ""
         print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss "
-              f"{out['val_loss']:.4f}{bpb} ({duration(time.time() - t0)})", flush=True)
+              f"{out['val_loss']:.4f}{se}{bpb} ({duration(time.time() - t0)})", flush=True)
     return out
 
 
@@ -349,4 +364,5 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
 
 if __name__ == "__main__":
     keep_output_from_stopping_the_run()  # a closed pipe or terminal: the run goes on, and saves
+    stop_with_the_sweep()  # started by sweep.py: a SIGTERM if the sweep is killed
     run_main(main)
