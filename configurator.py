@@ -150,9 +150,10 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 values[key] = _check_value(key, value, defaults[key], metadata[key])
         else:
             hint = "config files end in .py; " if config_files else ""
-            near = os.path.join('configs', f"{arg}.py")
-            if config_files and os.path.isfile(near):  # a bare name, as sweep.py --configs takes them
-                hint = f"did you mean {near}? "
+            here = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0] or '.')), 'configs', f"{arg}.py")
+            near = next((p for p in (os.path.join('configs', f"{arg}.py"), here) if os.path.isfile(p)), None)
+            if config_files and near:  # a bare name, as sweep.py --configs takes them
+                hint = f"did you mean {os.path.relpath(near)}? "
             raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
     try:
         return cls(**values)

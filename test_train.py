@@ -340,9 +340,12 @@ def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accum
 # -----------------------------------------------------------------------------
 # user errors
 
-@pytest.mark.parametrize('flag,expect', [('--batchsize=3', 'batch_size'), ('--batch_size=abc', 'int')])
+@pytest.mark.parametrize('flag,expect', [
+    ('--batchsize=3', 'batch_size'), ('--batch_size=abc', 'int (the default is 12)'),
+    ('llama', 'did you mean configs/llama.py?'),  # a bare config name, as sweep.py takes them
+    ('configs/gpt.py --max_iters=10k', 'not a valid int (the value in effect is 500)')])  # the config's value
 def test_bad_flag_is_one_line(flag, expect):
-    proc = cli(flag)
+    proc = cli(*flag.split())
     assert proc.returncode != 0
     assert 'Traceback' not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr
