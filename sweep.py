@@ -861,13 +861,13 @@ def main(argv):
             raise UsageError(f"--recipe={sweep.recipe} changes {os.path.basename(path)[:-3]}'s architecture ("
                              + ', '.join(f"{k}={getattr(with_recipe, k)!r}" for k in changed) + "), so its rows "
                              "would be named for a block they did not train; keep architecture keys in the config files")
-    if not sweep.report:
-        check_data(sweep, data_dirs)
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
+    if not sweep.report:
+        check_writable(results_path)  # (files the user named first, then what the runs need)
+        check_data(sweep, data_dirs)
     png = sweep.png or os.path.splitext(results_path)[0] + '.png'
     ok = True
     if not sweep.report:
-        check_writable(results_path)
         if sweep.max_seconds and sweep.jobs > 1:
             print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not "
                   "equal work", file=sys.stderr)
