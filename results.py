@@ -122,6 +122,18 @@ def parse_record(line, kind):
     return None, 'not JSON'
 
 
+def read_many(paths, kind='sweep'):
+    """The records of several results files (a comma-separated string or a list), in order; a run
+    recorded in two of them counts once (the first)."""
+    records, seen = [], set()
+    for path in paths.split(',') if isinstance(paths, str) else paths:
+        for r in read_results(path, kind):
+            if run_id(r['key']) not in seen:
+                seen.add(run_id(r['key']))
+                records.append(r)
+    return records
+
+
 def read_results(path, kind='sweep'):
     """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or
     'probe'); no file: none. Said once on stderr and skipped: a last line cut short by a killed writer
@@ -386,6 +398,8 @@ NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')  # a row's seeds; a folder'
 #                                       its fingerprint, 'data'); when the evaluations ran, not what they scored
 SHAPE = ('n_layer', 'n_head', 'n_embd')
 BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds', 'warmup_iters')
+CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype', 'compile',
+           'eval_iters', 'eval_seed', 'threads')  # what a second shape may also change: its corpus, batch, machine
 ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
                     if f.name not in (*SHAPE, 'block_size', 'vocab_size', 'dropout')))
 
@@ -520,7 +534,9 @@ def summary_rows(records):
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
             setting=cell, context=key_id(setting(first, ARCH)), regime=key_id(setting(first, ARCH + BUDGET)),
-            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE)), data=setting(first)['data'],
+            scaling=key_id(setting(first, ARCH + BUDGET + SHAPE)),
+            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE + CONTEXT)), data=setting(first)['data'],
+            shape_context={k: v for k, v in setting(first).items() if k in CONTEXT},
             data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']), config=first['config'],
             label=first['config'], size=first['size'], kind=first['budget'],
             budget=f"{first['budget']}={first['budget_value']:g}", budget_value=first['budget_value'],
@@ -726,7 +742,8 @@ def ends_table(rs):
     out = ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
     for n in names:
         top = cell.get((n, hi))
-        cells = [n, f"{top['lr']:g}" + (f" ({top['edge']} of grid)" if top['edge'] else '') if top else '–']
+        cells = [n, f"{top['lr']:g}" + (f" ({top['edge']} of grid)" if top['edge'] else
+                                         ' (no grid: the only lr run)' if not top['grid'] else '') if top else '–']
         for ref in refs:
             for v in (lo, hi):
                 r = cell.get((n, v))
@@ -839,6 +856,8 @@ def schedule_tables(rs):
     config_of = {r['label']: r['config'] for r in rs}
     names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2 or more
                    key=lambda n: arch_key(config_of[n]) + (n,))
+    if not names:
+        return ''
     out = ['| config | ' + ' | '.join(f"{s}: best lr, val loss" for s in scheds) + ' |',
            '|---|' + '---:|' * len(scheds)]
     for n in names:
@@ -848,9 +867,10 @@ def schedule_tables(rs):
         if not any(r['config'] == ref for r in rs):
             continue
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        out += ['', '| vs ' + ref + ' | ' + ' | '.join(scheds) + ' | ' +
+        head = ['', '| vs ' + ref + ' | ' + ' | '.join(scheds) + ' | ' +
                 ' | '.join(f"{scheds[0]} → {s}" for s in scheds[1:]) + ' |',
                 '|---|' + '---:|' * len(scheds) + '---|' * (len(scheds) - 1)]
+        body = []
         for n in (n for n in names if config_of[n] != ref):
             got = [cell.get((n, s)) for s in scheds]
             texts = [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
@@ -862,7 +882,8 @@ def schedule_tables(rs):
                     continue
                 resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
                 marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
-            out.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+            body.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+        out += head + body if body else []
     return '\n'.join(out)
 
 
@@ -870,10 +891,29 @@ def schedule_tables(rs):
 # the transfer view: does a gap seen at one shape hold at another?
 
 def transfer_groups(rows):
-    """{setting less architecture, budget and shape: rows} for every such setting trained at 2 or more
-    sizes."""
-    out = groups(rows, 'transfer')
-    return {k: rs for k, rs in out.items() if len({r['size'] for r in rs}) > 1}
+    """{setting less architecture, budget, shape and what came with the shape (CONTEXT: corpus, batch,
+    machine): rows, each with its `shape` (the size; with the corpus folder where two shapes share a size)
+    and `shape_words` (what else its shape differs in)} for every such setting trained at 2 or more shapes."""
+    out = {}
+    for k, rs in groups(rows, 'transfer').items():
+        apart = differing([r['shape_context'] for r in rs])
+        one_each = all(len({json.dumps(r['shape_context'], sort_keys=True) for r in rs if r['size'] == size}) == 1
+                       for size in {r['size'] for r in rs})
+        rs = [dict(r, shape=r['size'] if one_each else f"{r['size']} ({os.path.basename(os.path.normpath(r['data_dir']))})",
+                   shape_words=context_words(r, apart)) for r in rs]
+        if len({r['shape'] for r in rs}) > 1:
+            out[k] = rs
+    return out
+
+
+def context_words(r, fields):
+    """What a row's shape comes with, in words, for the CONTEXT `fields` in which shapes differ."""
+    c = {**{f: DEFAULTS[f] for f in CONTEXT if f in DEFAULTS}, **r['shape_context']}
+    words = [os.path.basename(os.path.normpath(r['data_dir'])) if 'data' in fields else None,
+             f"batch {c['batch_size']} x {c['block_size']}" if {'batch_size', 'block_size'} & set(fields) else None,
+             f"{c['device']} {c['dtype']}" if {'device', 'dtype'} & set(fields) else None]
+    words += [f"{f}={c[f]}" for f in fields if f in c and f not in ('data', 'batch_size', 'block_size', 'device', 'dtype')]
+    return ', '.join(w for w in words if w)
 
 
 def transfer_mark(a, b):
@@ -890,8 +930,8 @@ def matched_budgets(rs, tolerance=1.25):
     """[(tokens per parameter, {size: budget_value})]: at each budget of the smallest shape, the budget of
     each other shape at the nearest tokens per parameter within a factor `tolerance`; only points that
     2 or more shapes share."""
-    by_size = {size: tokens_per_param(g) for (size,), g in groups(rs, 'size').items()}
-    sizes = sorted(by_size, key=lambda s: min(r['params'] for r in rs if r['size'] == s))
+    by_size = {shape: tokens_per_param(g) for (shape,), g in groups(rs, 'shape').items()}
+    sizes = sorted(by_size, key=lambda s: (min(r['params'] for r in rs if r['shape'] == s), s))
     out = []
     for v, t in sorted(by_size[sizes[0]].items(), key=lambda kv: kv[1]):
         at = {sizes[0]: v}
@@ -911,7 +951,7 @@ def transfer_tables(rs):
     points, sizes = matched_budgets(rs)
     if not points:
         return ''
-    cell = {(r['label'], r['size'], r['budget_value']): r for r in rs}
+    cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
     names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
     out = []
@@ -919,11 +959,12 @@ def transfer_tables(rs):
         if not any(r['config'] == ref for r in rs):
             continue
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        out += ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by seed, ± 95% t "
+        head = ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by seed, ± 95% t "
                     f"interval), and what it does from {sizes[0]} to each larger shape", '',
                 '| config | tokens/param | ' + ' | '.join(sizes) + ' | ' +
                 ' | '.join(f"{sizes[0]} → {s}" for s in sizes[1:]) + ' |',
                 '|---|---:|' + '---:|' * len(sizes) + '---|' * (len(sizes) - 1)]
+        body = []
         for name in (n for n in names if config_of[n] != ref):
             for t, at in points:
                 got = {s: cell.get((name, s, v)) for s, v in at.items()}
@@ -939,7 +980,12 @@ def transfer_tables(rs):
                         continue
                     resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
                     marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
-                out.append(f"| {name} | {t:.1f} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+                body.append(f"| {name} | {t:.1f} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
+        out += head + body if body else []
+    words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
+    if out and words:
+        out += ['', 'The shapes differ in more than size: ' + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
+                + '. A change between them is the change of all of it.']
     return '\n'.join(out).strip()
 
 

@@ -58,7 +58,7 @@ from jobs import Stopper, check_claimable, claim, release
 from model import GPTConfig, count_flops, count_params
 from results import (ARCH, BUDGET, DEFAULTS, SHAPE, differing, ends_table, eval_noise_line, schedule_groups, schedule_tables, setting, HELLASWAG_COLUMN, SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr,
                      check_writable, config_paths, groups, markdown_table, plot_curves, plot_regime, plot_scaling,
-                     plot_sweep, pyplot, read_results, regime_groups, regime_tables, run_id, save_png, scaling_rows,
+                     plot_sweep, pyplot, read_many, read_results, regime_groups, regime_tables, run_id, save_png, scaling_rows,
                      summary_rows, table_columns, transfer_groups, transfer_tables, tuned_lrs, with_time)
 from runtime import TrainConfig, resolve_device
 
@@ -90,7 +90,7 @@ class SweepConfig:
     hellaswag: str = ''         # score each finished run on this HellaSwag jsonl (eval.py): a column ('' = none)
     hellaswag_limit: int = 0    # with --hellaswag: its first N items only (0 = all)
     jobs: int = 1               # runs at once, each with cores/jobs threads
-    results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl
+    results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl; --report: a,b reads several
     report: bool = False        # tables and plots from the results file only, no training
     quick: bool = False         # the machinery in about a minute: gpt, llama, gmlp at 2x64, 100 iterations, 2 seeds x 2 lrs
     out_prefix: str = 'out-sweep'  # run directories (and the default results file) go here
@@ -661,7 +661,7 @@ def report(sweep, results_path, png, only=None):
     table per question: for each setting trained at several budgets, the regime view (val loss and rank,
     the gaps to gpt and to llama, at every budget) and the table at its largest budget; every other
     setting, its table; across shapes, the transfer view and the compute multipliers."""
-    records = [r for r in read_results(results_path) if only is None or run_id(r['key']) in only]
+    records = [r for r in read_many(results_path) if only is None or run_id(r['key']) in only]  # --results=a,b: both
     if not records:
         raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
     rows = with_time(summary_rows(records))
@@ -671,7 +671,20 @@ def report(sweep, results_path, png, only=None):
     plotted, skipped, headings = [], [], Headings(rows)
     # a report on a committed results file (results/) writes nothing into the repository unless --png says
     # where (results/NAME.png to redraw the committed plots); any other results file: its plots beside it
-    committed = not sweep.png and os.path.dirname(os.path.abspath(results_path)) == os.path.join(HERE, 'results')
+    committed = not sweep.png and any(os.path.abspath(p).startswith(os.path.join(HERE, 'results', ''))
+                                      for p in results_path.split(','))
+
+    names = set()
+
+    def claim(name, r):
+        """`name`, or where another plot of this report has it (two corpora at one size), the same with r's
+        data folder in it, so that no plot is drawn over another."""
+        if name in names:
+            name = name.replace('.png', f"-{os.path.basename(os.path.normpath(r['data_dir']))}.png")
+        while name in names:
+            name = name.replace('.png', '-2.png')
+        names.add(name)
+        return name
 
     def draws(name):
         if committed:
@@ -688,7 +701,7 @@ def report(sweep, results_path, png, only=None):
         say(regime_tables(rs))
         say(f"\nAt {rs[0]['kind']}={top:g}:\n")
         say(table([r for r in rs if r['budget_value'] == top]))
-        name = png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png")
+        name = claim(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png"), rs[0])
         if draws(name) and plot_regime(rs, name, f"{headings.words(rs[0], budget=span)}: best lr of each "
                                                  "grid at every budget"):
             plotted.append(name)
@@ -698,34 +711,39 @@ def report(sweep, results_path, png, only=None):
             continue
         say(f"\n### {headings.of(rs[0])}\n")
         say(table(rs))
-        name = png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+        name = claim(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
             '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
-                    f"{headings.suffix(rs[0])}.png")
+                    f"{headings.suffix(rs[0])}.png"), rs[0])
         if draws(name) and plot_sweep(rs, name, headings.words(rs[0])):
             plotted.append(name)
     for rs in schedule_groups(rows).values():  # does a gap seen under one schedule hold under another?
         where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
-        say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
-        say(schedule_tables(rs))
-    for (_,), rs in groups(rows, 'transfer').items():
-        if len({r['size'] for r in rs}) > 1 and transfer_tables(rs):  # does a gap at one shape hold at another?
-            say(f"\n### transfer across shapes {', '.join(sorted({r['size'] for r in rs}))}: "
-                f"{headings.of(rs[0], size=False, budget=False)}\n")
-            say(transfer_tables(rs))
+        if schedule_tables(rs):
+            say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
+            say(schedule_tables(rs))
+    for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
+        table_text = transfer_tables(rs)
+        if table_text:
+            shapes = sorted({r['shape'] for r in rs}, key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
+            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, {rs[0]['schedule']} "
+                "schedule\n")
+            say(table_text)
+    for (_,), rs in groups(rows, 'scaling').items():
         if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
             say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: its best "
                 "point at any size and budget)\n")
             say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
-            name = png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
-                                       f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
-                                       f"{headings.suffix(rs[0])}-scaling.png")
+            name = claim(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
+                                             f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
+                                             f"{headings.suffix(rs[0])}-scaling.png"), rs[0])
             if draws(name) and plot_scaling(rs, name, f"{headings.words(rs[0], size=False, budget=False)}: "
                                                       "final val loss against training FLOPs"):
                 plotted.append(name)
     if skipped:
-        print(f"note: {len(skipped)} plot(s) not drawn: {results_path} is a committed results file, and a report "
+        what = 'are committed results files' if ',' in results_path else 'is a committed results file'
+        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, and a report "
               f"writes nothing into the repository unless told where: --png=somewhere/name.png (or "
-              f"--png={os.path.splitext(results_path)[0]}.png to redraw the committed plots)", file=sys.stderr)
+              f"--png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed plots)", file=sys.stderr)
     for p in plotted:
         print(f"plot: {p}", file=sys.stderr)
     return rows
@@ -832,8 +850,11 @@ def main(argv):
         return rows
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs
-    for flag in ('recipe', 'hellaswag', 'results'):  # every file the sweep reads: a regular file or none
-        path = getattr(sweep, flag)
+    if ',' in sweep.results and not sweep.report:
+        raise UsageError(f"--results={sweep.results}: a sweep that trains writes one results file; several "
+                         "(comma-separated) are read together by --report only")
+    for flag, path in [('recipe', sweep.recipe), ('hellaswag', sweep.hellaswag),
+                       *(('results', p) for p in sweep.results.split(','))]:  # a regular file or none
         if path and os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
             raise UsageError(f"--{flag}={path!r} is not a regular file (a device, pipe or socket); name a file")
         if path and flag != 'results' and not os.path.isfile(path):
@@ -865,7 +886,7 @@ def main(argv):
     if not sweep.report:
         check_writable(results_path)  # (files the user named first, then what the runs need)
         check_data(sweep, data_dirs)
-    png = sweep.png or os.path.splitext(results_path)[0] + '.png'
+    png = sweep.png or os.path.splitext(results_path.split(',')[0])[0] + '.png'
     ok = True
     if not sweep.report:
         if sweep.max_seconds and sweep.jobs > 1:

@@ -323,3 +323,55 @@ def test_default_outputs_are_ignored_by_git():
              'out-gmlp/ckpt.pt', 'data/stdlib_byte/meta.json']
     r = subprocess.run(['git', 'check-ignore', *paths], cwd=HERE, capture_output=True, text=True)
     assert r.stdout.split() == paths
+
+
+REFERENCE = '''
+import sys
+from dataclasses import dataclass
+sys.path.insert(0, {here!r})
+import torch
+from model import GPT as Ours, GPTConfig as OurConfig
+
+@dataclass
+class GPTConfig:  # nanoGPT's fields
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+class GPT(Ours):  # nanoGPT's interface, our gpt block inside
+    def __init__(self, config):
+        super().__init__(OurConfig(**vars(config))){extra}
+'''
+
+
+def test_reference_is_timed_beside_our_gpt_at_its_shape(tmp_path):
+    """--reference=FILE (nanoGPT's interface): both models at the shape given, one process, alternating
+    rounds; the ratio is ours / theirs of the medians; a reference of another size is said; a missing or
+    unfit file, or configs named with it, is one line, exit 2."""
+    ref = tmp_path / 'model.py'
+    ref.write_text(REFERENCE.format(here=HERE, extra=''))
+    proc = subprocess.run([sys.executable, 'bench.py', f'--reference={ref}', *TINY, '--repeats=4', '--json'],
+                          cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stderr == '', proc.stderr
+    out = json.loads(proc.stdout)
+    ours, theirs = out['rows']
+    assert (ours['config'], theirs['config']) == ('ours (gpt)', 'reference')
+    assert ours['params'] == theirs['params'] > 0  # the same block at the shape given, not the file's defaults
+    assert out['ours_over_reference'] == pytest.approx(ours['tokens_per_s'] / theirs['tokens_per_s'])
+    assert 'reference=' in out['setup'] and 'batch=2 block=16' in out['setup']
+    ref.write_text(REFERENCE.format(here=HERE, extra='\n        self.extra = torch.nn.Parameter(torch.zeros(1000))'))
+    proc = subprocess.run([sys.executable, 'bench.py', f'--reference={ref}', *TINY], cwd=HERE,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and 'ours / reference:' in proc.stdout
+    assert 'not the same model at this shape' in proc.stderr
+    (tmp_path / 'other.py').write_text('x = 1\n')
+    for args, says in (([f'--reference={tmp_path / "nope.py"}'], 'not found'),
+                       ([f'--reference={tmp_path / "other.py"}'], 'defines no GPTConfig or GPT'),
+                       (['configs/gmlp.py', f'--reference={ref}'], 'name no configs with it')):
+        proc = subprocess.run([sys.executable, 'bench.py', *args, *TINY], cwd=HERE, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2 and proc.stderr.count('\n') == 1 and says in proc.stderr, proc.stderr

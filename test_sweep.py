@@ -95,7 +95,7 @@ def record(config, seed, val, *, lr=1e-3, budget=10, size='1x32', **settings):
     matter to a report, `settings` more of them)."""
     n_layer, n_embd = (int(v) for v in size.split('x'))
     key = dict(config=config, seed=seed, learning_rate=lr, min_lr=lr / 10, budget='max_iters', budget_value=budget,
-               max_iters=budget, n_layer=n_layer, n_embd=n_embd, data='fp', eval_seed=0, **settings)
+               max_iters=budget, n_layer=n_layer, n_embd=n_embd, **{'data': 'fp', 'eval_seed': 0, **settings})
     return dict(kind='sweep', key=key, config=config, size=size, seed=seed, lr=lr, optimizer='adamw',
                 budget='max_iters', budget_value=budget, data_dir='d', val_loss=val, params=100 * n_embd,
                 tokens=10 * budget * n_embd, flops=1.0 * budget, train_s=1.0, schedule='wsd',
@@ -130,6 +130,9 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     assert '| x | -0.2500 ± 0.6353 (n=2) (holds 0) | -0.2500 ± 0.6353 (n=2) (holds 0) |' in to_gpt
     assert '| x | +0.1500 ± 0.6353 (n=2) (holds 0) | -0.1500 ± 0.6353 (n=2) (holds 0) |' in to_llama
     assert '| gpt |' in to_llama and '| gpt |' not in to_gpt
+    ends = {l.split(' | ')[0][2:]: l.split(' | ')[1] for l in R.ends_table(rs).splitlines()[2:]}
+    # x ran one lr (no grid): said so; y has no run at the largest budget
+    assert ends['x'] == '0.001 (no grid: the only lr run)' and ends['y'] == '–'
     if R.pyplot() is not None:
         png = str(tmp_path / 'regime.png')
         assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
@@ -246,6 +249,61 @@ def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes()
     assert line['c', '20.0'].endswith('| halves |')    # -0.05, then -0.02
     # d: (-0.1, +0.05, -0.1) holds 0 at the small shape (-0.05 ± 0.215), then -0.2: doubles, unresolved
     assert line['d', '20.0'].endswith('doubles (unresolved) |')
+def shape_records(size, data, budget, losses, **settings):
+    """A shape's records (seeds 1..3 of each config at one budget), its corpus named by `data`."""
+    return [{**record(name, seed, v, budget=budget, size=size, **{**settings, 'data': data}), 'data_dir': data}
+            for name, vals in losses.items() for seed, v in enumerate(vals, 1)]
+
+
+def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machine(tmp_path, capsys):
+    """A second shape studied elsewhere (another corpus, batch and device, in its own results file):
+    --report --results=a,b reads both, the transfer view pairs the shapes and says what else differs;
+    two corpora at one size are two shapes named by their folders; a sweep that trains writes one file."""
+    small, large = [], []
+    for budget, worse in ((200, 0.0), (100, 0.5)):
+        small += shape_records('1x32', 'stdlib', budget, {'gpt': (3.0, 3.1, 3.2), 'x': (2.8, 2.9, 3.0)},
+                               batch_size=8, device='cpu')
+        large += shape_records('2x64', 'site', budget, {'gpt': (2.5, 2.6, 2.7), 'x': (2.6, 2.7, 2.8)},
+                               batch_size=128, device='cuda', dtype='bfloat16')
+    a, b = tmp_path / 'a.jsonl', tmp_path / 'b.jsonl'
+    a.write_text(''.join(json.dumps(r) + '\n' for r in small))
+    b.write_text(''.join(json.dumps(r) + '\n' for r in large + small[:1]))  # one run in both: read once
+    sweep.main(['--report', f'--results={a},{b}', f'--png={tmp_path / "p.png"}'])
+    out = capsys.readouterr().out
+    assert '### transfer across shapes 1x32, 2x64' in out
+    assert '| x | 20.0 | -0.2000 ± 0.0000 (n=3) | +0.1000 ± 0.0000 (n=3) | flips |' in out
+    assert ('The shapes differ in more than size: 1x32: stdlib, batch 8 x' in out and
+            '2x64: site, batch 128 x' in out and 'cuda bfloat16' in out)
+    assert out.count('### scaling') == 2  # loss against FLOPs is one corpus's: a plot each, not drawn over
+    assert len(set(tmp_path.glob('p*scaling*.png'))) == 2
+    other = shape_records('1x32', 'site', 200, {'gpt': (2.9, 3.0, 3.1), 'x': (2.85, 2.95, 3.05)}, batch_size=8,
+                          device='cpu')
+    shapes = {r['shape'] for g in R.transfer_groups(R.summary_rows(small + other)).values() for r in g}
+    assert shapes == {'1x32 (stdlib)', '1x32 (site)'}
+    r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
+
+
+def test_a_view_with_no_rows_prints_no_table():
+    """A schedule or transfer view where no config has a gap at both (gpt alone under cosine) prints
+    nothing, not a table of headings."""
+    recs = [{**r, 'schedule': s} for s, vals in (('wsd', {'gpt': (2.0, 2.1), 'x': (1.9, 2.0)}),
+                                                  ('cosine', {'gpt': (2.1, 2.2)}))
+            for name, losses in vals.items() for seed, v in enumerate(losses, 1)
+            for r in [record(name, seed, v, budget=100, lr_schedule=s)]]
+    for g in R.schedule_groups(R.summary_rows(recs)).values():
+        text = R.schedule_tables(g)
+        assert '| gpt | 0.001, 2.0500' in text and '| vs gpt |' not in text and '| vs llama |' not in text
+    apart = [{**r, 'label': r['label'] + ' (2)'} if r['schedule'] == 'cosine' else r  # named apart: no pair
+             for r in R.summary_rows(recs)]
+    for g in R.schedule_groups(apart).values():
+        assert R.schedule_tables(g) == ''
+    lone = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.9, 3.0)}) + \
+        shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6)})
+    for g in R.transfer_groups(R.summary_rows(lone)).values():
+        assert R.transfer_tables(g) == ''
+
+
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     R.append_record(path, record('gpt', 1, 2.0))
@@ -684,6 +742,13 @@ def test_readme_tables_are_the_reports_of_the_committed_records():
                  if rs[0]['size'] == size and rs[0]['schedule'] == schedule]
         assert len(group) == 1, f"{path} has no one regime group at {size}, {schedule}"
         assert table.strip() == R.ends_table(group[0]), f"README.md's table from {path} is not its report"
+    # `<!-- transfer_table FILE,FILE SCHEDULE -->`: the transfer view over those files' records (sweep.py
+    # --report --results=FILE,FILE), its one group under that schedule
+    for paths, schedule, table in re.findall(r'<!-- transfer_table (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S):
+        rows = R.summary_rows(R.read_many([os.path.join(HERE, p) for p in paths.split(',')]))
+        group = [rs for rs in R.transfer_groups(rows).values() if rs[0]['schedule'] == schedule]
+        assert len(group) == 1, f"{paths} has no one transfer group under {schedule}"
+        assert table.strip() == R.transfer_tables(group[0]), f"README.md's transfer table from {paths} is not its report"
 
 
 def test_the_schedule_view_compares_each_gap_under_each_schedule():
