@@ -1,0 +1,51 @@
+#!/bin/bash
+# Run from the repository root on a machine with one GPU: OUT=some/folder bash results/h200/study_5x288.sh
+# (records land in OUT/shapes_site.jsonl as runs finish; DEADLINE_S stops the sweeps, default 540 s).
+# The 5x288 study on one GPU (#40 point 4/5), this session's part: gpt and llama (WSD lr grid at seed 1,
+# extended until the best is inside, then seeds 2 and 3 at the best; cosine at the top budget: grid at
+# seed 1, seed 2 at its best) and gmlp (WSD grid, seeds 2, 3 at the best), all pipelines at once.
+# Env: OUT (where records go), DEADLINE_S (stop the sweeps then), SMALL=1 (a CPU rehearsal).
+set -u
+OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; T0=$(date +%s)
+PY=${PY:-python3}; export PYTHONUNBUFFERED=1
+S=/tmp/study; mkdir -p $S/logs; R=$S/shapes_site.jsonl; LOG=$OUT/study.log
+if [ "${SMALL:-0}" = 1 ]; then
+  SRC="$($PY -c 'import sysconfig;print(sysconfig.get_paths()["stdlib"])')/json/**/*.py"
+  DATA=data/rehearsal_byte; SZ=2x64; B="--max_iters=20,40"; TOP=40; BT="--batch_size=4 --block_size=32"
+  DEV="--device=cpu --eval_iters=2 --eval_interval=20 --warmup_iters=5"
+else
+  SRC="$($PY -c 'import site;print(site.getsitepackages()[0])')/**/*.py"
+  DATA=data/site_byte; SZ=5x288; B="--max_iters=195,390,780,1560,3125"; TOP=3125; BT="--batch_size=128 --block_size=256"
+  DEV="--device=cuda --dtype=bfloat16 --eval_iters=20 --eval_interval=390 --warmup_iters=50"
+fi
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > $OUT/machine.txt
+$PY prepare.py "--input=$SRC" --tokenizer=byte --errors=replace --out_dir=$DATA >> $OUT/machine.txt 2>&1 || { cat $OUT/machine.txt; exit 1; }
+cp $DATA/meta.json $OUT/shapes_site_meta.json
+C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
+W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
+pipe() { # name, start-by seconds for its later sweeps, then sweeps separated by ';;'
+  local name=$1 by=$2; shift 2; local args=() first=1
+  for a in "$@" ";;"; do
+    if [ "$a" = ";;" ]; then
+      if [ -e $S/stop ] || { [ $first = 0 ] && [ $(( $(date +%s) - T0 )) -gt $by ]; }; then echo "[$(( $(date +%s) - T0 ))s] $name: too late for sweep.py ${args[*]}"; break; fi
+      first=0; echo "[$(( $(date +%s) - T0 ))s] $name: sweep.py ${args[*]}"
+      $PY sweep.py "${args[@]}" >> $S/logs/$name.log 2>&1 || echo "[$(( $(date +%s) - T0 ))s] $name: exit $?"
+      args=()
+    else args+=($a); fi
+  done; echo "[$(( $(date +%s) - T0 ))s] $name: done"; }
+pids=""
+pipe gpt_wsd   9999 --configs=gpt   $W --jobs=3 --learning_rate=2e-3,4e-3,8e-3 --extend_lr ";;" --configs=gpt   $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
+pipe llama_wsd 9999 --configs=llama $W --jobs=3 --learning_rate=1e-3,2e-3,4e-3 --extend_lr ";;" --configs=llama $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
+pipe gmlp_wsd  300 --configs=gmlp  $W --jobs=3 --learning_rate=4e-3,8e-3,1.6e-2 --extend_lr ";;" --configs=gmlp $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
+pipe gpt_cos   9999 --configs=gpt   $K --jobs=3 --learning_rate=2e-3,4e-3,8e-3 ";;" --configs=gpt   $K --jobs=1 --seeds=2 --learning_rate=tuned & pids="$pids $!"
+pipe llama_cos 9999 --configs=llama $K --jobs=3 --learning_rate=1e-3,2e-3,4e-3 ";;" --configs=llama $K --jobs=1 --seeds=2 --learning_rate=tuned & pids="$pids $!"
+alive() { for p in $pids; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
+n=0; while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && alive; do sleep 5; n=$((n+1))
+  [ $((n % 12)) = 1 ] && { nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> $OUT/machine.txt 2>&1
+    cp $R $OUT/shapes_site.jsonl.tmp 2>/dev/null && mv $OUT/shapes_site.jsonl.tmp $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG; }; done
+if alive; then echo "[$(( $(date +%s) - T0 ))s] deadline: stopping the sweeps"; touch $S/stop; pkill -INT -f "sweep.py.*--results=$R"; sleep 15; pkill -INT -f "sweep.py.*--results=$R"; pkill -TERM -f "train.py.*--out_dir=$S/runs"; fi
+wait
+cp $R $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG
+$PY sweep.py --report --results=$R --png=$S/shapes_site.png > $OUT/report.md 2>&1
+echo "[$(( $(date +%s) - T0 ))s] end"; tail -c 3000 $OUT/report.md
