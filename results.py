@@ -900,10 +900,20 @@ def transfer_groups(rows):
         one_each = all(len({json.dumps(r['shape_context'], sort_keys=True) for r in rs if r['size'] == size}) == 1
                        for size in {r['size'] for r in rs})
         rs = [dict(r, shape=r['size'] if one_each else f"{r['size']} ({os.path.basename(os.path.normpath(r['data_dir']))})",
-                   shape_words=context_words(r, apart)) for r in rs]
+                   shape_words=context_words(r, apart), label=arch_label(r, rs)) for r in rs]
         if len({r['shape'] for r in rs}) > 1:
             out[k] = rs
     return out
+
+
+def arch_label(r, rs):
+    """r's name in a view across shapes: its config, and the architecture settings in which it differs
+    from rows of the same config in `rs` (a table's label may name a corpus or device: here those are the
+    shape's)."""
+    mine = [json.loads(x['setting']) for x in rs if x['config'] == r['config']]
+    fields = [k for k in differing(mine) if k in ARCH]
+    s = json.loads(r['setting'])
+    return r['config'] + (f" ({', '.join(f'{k}={s.get(k, DEFAULTS.get(k, chr(8211)))}' for k in fields)})" if fields else '')
 
 
 def context_words(r, fields):

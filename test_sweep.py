@@ -278,8 +278,10 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     assert len(set(tmp_path.glob('p*scaling*.png'))) == 2
     other = shape_records('1x32', 'site', 200, {'gpt': (2.9, 3.0, 3.1), 'x': (2.85, 2.95, 3.05)}, batch_size=8,
                           device='cpu')
-    shapes = {r['shape'] for g in R.transfer_groups(R.summary_rows(small + other)).values() for r in g}
-    assert shapes == {'1x32 (stdlib)', '1x32 (site)'}
+    group, = R.transfer_groups(R.summary_rows(small + other)).values()
+    assert {r['shape'] for r in group} == {'1x32 (stdlib)', '1x32 (site)'}
+    # the rows a table names apart by their corpus ('x (data=site)') are one config across the shapes here
+    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles |' in R.transfer_tables(group)
     r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
 

@@ -22,6 +22,9 @@ fi
   $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > $OUT/machine.txt
 $PY prepare.py "--input=$SRC" --tokenizer=byte --errors=replace --out_dir=$DATA >> $OUT/machine.txt 2>&1 || { cat $OUT/machine.txt; exit 1; }
 cp $DATA/meta.json $OUT/shapes_site_meta.json
+# a later session continues: the runs already recorded are skipped (a stopped constant-lr run starts over:
+# its checkpoint stayed on the machine that was given back)
+[ "${SMALL:-0}" = 1 ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl $R
 C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
 W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
 pipe() { # name, start-by seconds for its later sweeps, then sweeps separated by ';;'
