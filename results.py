@@ -802,6 +802,8 @@ def plot_regime(rs, png, title):
     refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)] or [None]
     tpp = tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
+    names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
+    color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one colour per config in every panel
     for ax, ref in zip(axes[0], refs):
         y = 'val' if ref is None else 'gap' if ref == 'gpt' else f'gap_{ref}'
         lows, highs = [0.0], [0.0]
@@ -810,7 +812,7 @@ def plot_regime(rs, png, title):
             if not g:
                 continue
             xs = [tpp[r['budget_value']] for r in g]
-            line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name)
+            line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=color[name])
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo = [r[y] - (h or 0) for r, h in zip(g, half)]
             hi = [r[y] + (h or 0) for r, h in zip(g, half)]

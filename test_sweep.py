@@ -102,7 +102,7 @@ def record(config, seed, val, *, lr=1e-3, budget=10, size='1x32', **settings):
                 curve=[[0, 0, 0.0, 0.0, val + 1], [budget, 10 * budget, 1.0, 1.0, val]])
 
 
-def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(tmp_path):
+def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(tmp_path, monkeypatch):
     """Several budgets at one size: a rank, loss and best lr per budget, the gaps to gpt and to llama
     paired by seed at every budget with their 95% t intervals, a '-' where a config has no run, and the
     gap plot."""
@@ -136,6 +136,17 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     if R.pyplot() is not None:
         png = str(tmp_path / 'regime.png')
         assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
+    if R.pyplot() is not None:  # a config is one colour in both panels (gpt and llama each appear in one)
+        seen = []
+        real = R.save_png
+        monkeypatch.setattr(R, 'save_png', lambda fig, png, axes=(), *a: seen.append(
+            [{l.get_label(): l.get_color() for l in ax.get_lines() if not l.get_label().startswith('_')}
+             for ax in axes]) or real(fig, png, axes, *a))
+        R.plot_regime(rs, str(tmp_path / 'colours.png'), 'title')
+        to_gpt_colours, to_llama_colours = seen[0]
+        assert to_gpt_colours['x'] == to_llama_colours['x'] and to_gpt_colours['y'] == to_llama_colours['y']
+        assert len(set(to_gpt_colours.values()) | set(to_llama_colours.values())) == 4  # gpt, llama, x, y
+        monkeypatch.setattr(R, 'save_png', real)
     # a sweep of one other config alone over the budgets (its report shows its own runs): no gap to
     # draw, its loss instead
     alone = next(iter(R.regime_groups(R.summary_rows([r for r in recs if r['config'] == 'x'])).values()))
