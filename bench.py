@@ -91,6 +91,24 @@ def train_step(model, x, y, ctx, scaler, opt):
     opt.zero_grad(set_to_none=True)
 
 
+def timed_round(step, iters, device_type):
+    """Seconds per step of `iters` calls of step(), the device synchronised before and after."""
+    sync_device(device_type)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    sync_device(device_type)
+    return (time.perf_counter() - t0) / iters
+
+
+def median_and_range(times):
+    """(the median of per-step seconds, 'min–max' in ms, marked UNSTABLE where the spread is wide: the
+    machine was busy and the median is suspect)."""
+    dt = sorted(times)[len(times) // 2]
+    return dt, (f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}"
+                + (' UNSTABLE' if (max(times) - min(times)) / dt > UNSTABLE else ''))
+
+
 def speed_row(path, bench, overrides):
     """One config's row, measured in this (fresh) process."""
     cfg = parse_config(TrainConfig, [path, *overrides])
@@ -115,24 +133,16 @@ def speed_row(path, bench, overrides):
 
     for _ in range(bench.warmup):
         train_step(step_model, x, y, ctx, scaler, opt)
-    times = []
-    for _ in range(bench.repeats):
-        sync_device(device_type)
-        t0 = time.perf_counter()
-        for _ in range(bench.iters):
-            train_step(step_model, x, y, ctx, scaler, opt)
-        sync_device(device_type)
-        times.append((time.perf_counter() - t0) / bench.iters)
-    dt = sorted(times)[len(times) // 2]
-    spread = (max(times) - min(times)) / dt  # wide: the machine was busy, the median is suspect
+    times = [timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters, device_type)
+             for _ in range(bench.repeats)]
+    dt, ms_range = median_and_range(times)
     tokens_per_s = cfg.batch_size * T / dt
     peak_mem = (torch.cuda.max_memory_allocated() if device_type == 'cuda' else
                 rss_bytes('VmHWM') - base)
     peak = peak_flops(device, cfg.peak_flops, dtype)
     row = dict(config=os.path.basename(path)[:-3], params=model.get_num_params(),
                ms_per_iter=dt * 1000, ms_min=min(times) * 1000, ms_max=max(times) * 1000,
-               ms_range=f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}"
-                        + (' UNSTABLE' if spread > UNSTABLE else ''),
+               ms_range=ms_range,
                tokens_per_s=tokens_per_s, flops_per_token=model.flops_per_token(),
                peak_mem_mb=peak_mem / 2 ** 20,
                mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None,
@@ -214,21 +224,15 @@ def side_by_side(bench, overrides):
     for r in range(bench.repeats):  # alternating: ours first in even rounds, theirs first in odd ones
         for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
             step_model, opt, _ = models[name]
-            sync_device(device_type)
-            t0 = time.perf_counter()
-            for _ in range(bench.iters):
-                train_step(step_model, x, y, ctx, scaler, opt)
-            sync_device(device_type)
-            times[name].append((time.perf_counter() - t0) / bench.iters)
+            times[name].append(timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters,
+                                           device_type))
     peak = peak_flops(device, cfg.peak_flops, dtype)
     fpt = models['ours (gpt)'][2].flops_per_token()  # the same shape: one FLOP count for both (ours)
     rows = []
     for name, ts in times.items():
-        dt = sorted(ts)[len(ts) // 2]
+        dt, ms_range = median_and_range(ts)
         params = sum(p.numel() for p in models[name][2].parameters())  # every weight, a tied one once
-        rows.append(dict(config=name, params=params, ms_per_iter=dt * 1000,
-                         ms_range=f"{min(ts) * 1000:.1f}–{max(ts) * 1000:.1f}"
-                                  + (' UNSTABLE' if (max(ts) - min(ts)) / dt > UNSTABLE else ''),
+        rows.append(dict(config=name, params=params, ms_per_iter=dt * 1000, ms_range=ms_range,
                          tokens_per_s=cfg.batch_size * T / dt, flops_per_token=fpt,
                          mfu=fpt * cfg.batch_size * T / dt / peak if peak else None))
     ratio = rows[0]['tokens_per_s'] / rows[1]['tokens_per_s']

@@ -876,14 +876,7 @@ def schedule_tables(rs):
         for n in (n for n in names if config_of[n] != ref):
             got = [cell.get((n, s)) for s in scheds]
             texts = [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
-            marks = []
-            for b in got[1:]:
-                a = got[0]
-                if not (a and b and y in a and y in b):
-                    marks.append('–')
-                    continue
-                resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-                marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+            marks = change_marks(got, y)
             body.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
         out += head + body if body else []
     return '\n'.join(out)
@@ -926,6 +919,20 @@ def context_words(r, fields):
              f"{c['device']} {c['dtype']}" if {'device', 'dtype'} & set(fields) else None]
     words += [f"{f}={c[f]}" for f in fields if f in c and f not in ('data', 'batch_size', 'block_size', 'device', 'dtype')]
     return ', '.join(w for w in words if w)
+
+
+def change_marks(cells, y):
+    """What gap `y` does from the first of `cells` (rows, or None where there is none) to each later one:
+    transfer_mark's word, with ' (unresolved)' where either interval holds 0 or has one seed; '–' where
+    either has no such gap."""
+    a, out = cells[0], []
+    for b in cells[1:]:
+        if not (a and b and y in a and y in b):
+            out.append('–')
+            continue
+        resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
+        out.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+    return out
 
 
 def transfer_mark(a, b):
@@ -983,15 +990,7 @@ def transfer_tables(rs):
                 if sum(1 for r in got.values() if r is not None and y in r) < 2:
                     continue
                 texts = [got[s][f'vs_{ref}'] if got.get(s) is not None and y in got[s] else '–' for s in sizes]
-                marks = []
-                a = got.get(sizes[0])
-                for s in sizes[1:]:
-                    b = got.get(s)
-                    if a is None or b is None or y not in a or y not in b:
-                        marks.append('–')
-                        continue
-                    resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-                    marks.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+                marks = change_marks([got.get(s) for s in sizes], y)
                 body.append(f"| {name} | {t:.1f} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
         out += head + body if body else []
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
