@@ -18,8 +18,8 @@ Each config's model is built at the config's own shape, with any train.py key gi
 (--n_layer, --batch_size, --device, --dtype, --compile, ...). A training step (forward + backward +
 AdamW) is timed after warm-up: the median of `repeats` timings of `iters` steps, with min..max; then
 greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on
-a GPU, a fixed-shape step captured with CUDA graphs), at the thread count decoding runs fastest
-with. Peak memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh
+a GPU, the fixed-shape step recorded as a CUDA graph, as sample.py --compile runs it; with --compile
+also the compiled model's step in a graph), at the thread count decoding runs fastest with. Peak memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh
 process per config (torch itself excluded). Quality (val loss over seeds and learning rates) is
 sweep.py's.
 """
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import torch
 
 from configurator import UsageError, parse_config, require, run_main, split_flags
-from model import GPT, GPTConfig
+from model import GPT, CapturedStep, DecodeCache, GPTConfig
 from results import config_paths, markdown_table
 from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device,
                      resolve_dtype, sync_device)
@@ -156,15 +156,17 @@ def speed_row(path, bench, overrides):
         prompt = torch.zeros(1, 1, dtype=torch.long, device=device)
         row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
         ways = {'cached': {}, 'uncached': dict(use_cache=False)}
-        if device_type == 'cuda':  # a fixed-shape step, compiled with CUDA graphs (sample.py --compile)
-            step = torch.compile(model, mode='reduce-overhead', dynamic=False)
-            ways['captured'] = dict(fixed=True, step=step)
+        if device_type == 'cuda':  # the fixed-shape step recorded as a CUDA graph (sample.py --compile)
+            ways['captured'] = dict(fixed=True, step=CapturedStep(model))
+            if cfg.compile:  # the same, the compiled model's kernels in the graph (compile in the warm-up)
+                ways['compiled'] = dict(fixed=True, step=CapturedStep(torch.compile(model, dynamic=False)))
         for way, kw in ways.items():
+            cache = DecodeCache(model.config.n_layer, fixed=kw.get('fixed', False))  # one for both calls
             with ctx:
-                for n in (8, bench.decode_tokens):  # a warm-up (and the capture), then the timing
+                for n in (8, bench.decode_tokens):  # a warm-up (and the recording), then the timing
                     sync_device(device_type)
                     t0 = time.perf_counter()
-                    list(model.stream(prompt, n, temperature=0, **kw))
+                    list(model.stream(prompt, n, temperature=0, cache=cache, **kw))
                     sync_device(device_type)
             row[f'decode_tok_s_{way}'] = bench.decode_tokens / (time.perf_counter() - t0)
     return row
@@ -252,7 +254,8 @@ SPEED_COLUMNS = [
     ('decode_threads', 'decode threads', '{}'),
     ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
     ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'),
-    ('decode_tok_s_captured', 'captured', '{:,.0f}'),
+    ('decode_tok_s_captured', 'CUDA graph', '{:,.0f}'),
+    ('decode_tok_s_compiled', 'compiled graph', '{:,.0f}'),
 ]
 
 

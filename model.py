@@ -270,6 +270,69 @@ class DecodeCache:
         if not self.fixed:
             self.pos += T
 
+    def reset(self):
+        """Empty, for a new sequence, keeping its buffers (a CapturedStep recorded on them stays valid)."""
+        self.pos = 0
+        for t in self._state() if self.step is not None else ():
+            t.zero_()
+
+    def save(self):
+        """Copies of every tensor of its state (position and buffers), for `load` to put back."""
+        return [t.clone() for t in self._state()]
+
+    def load(self, saved):
+        for t, s in zip(self._state(), saved, strict=True):
+            t.copy_(s)
+
+    def _state(self):
+        return [self.step, *(b for layer in self.layers for _, b in sorted(layer.buffers.items()))]
+
+
+class CapturedStep:
+    """
+    The one-token call of a fixed-shape DecodeCache, recorded once as a CUDA graph and replayed for
+    every later token: no Python and no kernel launches per token but the replay's. `fn` is the
+    model (its eager kernels are recorded: ready in about one call) or the model compiled without
+    CUDA graphs of its own (fewer, fused kernels, after a compile). Call it as the model:
+    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1) of the batch it was recorded
+    at; logits live in the graph's output buffer, overwritten by the next replay.
+
+    Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
+    saved before them and loaded back after, so they leave no trace. A call with another cache or
+    batch size records again; stream(cache=...) reuses one cache, so a later sequence replays at once. Autocast's weight cache is off while
+    recording (weights cast once outside the graph would be read from freed memory), so the casts are
+    part of the graph.
+    """
+
+    def __init__(self, fn, warmup=3):
+        self.fn, self.warmup, self.cache, self.graph = fn, warmup, None, None
+
+    def __call__(self, idx, targets=None, cache=None):
+        if targets is not None or cache is None or not cache.fixed:
+            raise ValueError("CapturedStep runs one decoding step: step(idx_next, cache=DecodeCache(n, fixed=True))")
+        if cache is not self.cache or idx.shape != self.idx.shape:
+            self._record(idx, cache)
+        self.idx.copy_(idx)
+        self.graph.replay()
+        return self.logits, None
+
+    def _record(self, idx, cache):
+        device = idx.device
+        autocast = torch.autocast('cuda', dtype=torch.get_autocast_dtype('cuda'),
+                                  enabled=torch.is_autocast_enabled('cuda'), cache_enabled=False)
+        self.idx, self.graph, self.cache = idx.clone(), torch.cuda.CUDAGraph(), None
+        saved = cache.save()
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side), autocast:
+            for _ in range(self.warmup):
+                self.fn(self.idx, cache=cache)
+                cache.load(saved)
+        torch.cuda.current_stream(device).wait_stream(side)
+        with torch.cuda.graph(self.graph), autocast:  # recorded, not run: the cache is as saved
+            self.logits, _ = self.fn(self.idx, cache=cache)
+        self.cache = cache
+
 
 class LayerCache:
     """One layer's buffers in a DecodeCache; `remember` writes a mixer's new rows and returns its history."""
@@ -281,7 +344,7 @@ class LayerCache:
         """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all block_size
         rows (fixed) or the rows written so far."""
         c = self.of
-        if key not in self.buffers:
+        if key not in self.buffers or self.buffers[key].size(0) != new.size(0):  # new, or another batch
             shape = list(new.shape)
             shape[dim] = c.block_size
             self.buffers[key] = new.new_zeros(shape)
@@ -430,7 +493,9 @@ class CausalDepthwiseConv(nn.Module):
         # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left
         # padding), then
         # drop their outputs; the tail is kept in one buffer of fixed shape, overwritten in place
-        tail = cache.buffers.setdefault('conv_tail', x.new_zeros(x.size(0), self.kernel - 1, x.size(2)))
+        if 'conv_tail' not in cache.buffers or cache.buffers['conv_tail'].size(0) != x.size(0):
+            cache.buffers['conv_tail'] = x.new_zeros(x.size(0), self.kernel - 1, x.size(2))
+        tail = cache.buffers['conv_tail']
         full = torch.cat([tail, x], dim=1)
         tail.copy_(full[:, -(self.kernel - 1):])
         return causal_conv(full, w)[:, self.kernel - 1:]
@@ -691,7 +756,10 @@ class GPT(nn.Module):
             logits = self.lm_head(x)  # (B, T, V)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
             return logits, loss
-        return self.lm_head(x[:, [-1], :]), None  # inference: only the last position, (B, 1, V)
+        # inference: only the last position, (B, 1, V); a slice, not nanoGPT's x[:, [-1], :], whose
+        # index is a tensor made from a Python list: on a GPU a host-to-device copy, which a CUDA graph
+        # cannot record (CapturedStep)
+        return self.lm_head(x[:, -1:, :]), None
 
     def optimizer_groups(self, optimizer='adamw'):
         """
@@ -742,21 +810,25 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def stream(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-               use_cache=True, generator=None, fixed=False, step=None):
+               use_cache=True, generator=None, fixed=False, step=None, cache=None):
         """
         Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
         block_size are cropped to their last block_size tokens. With use_cache, each step feeds
-        one token through the DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
-        call, e.g. this model compiled with CUDA graphs); once the window is full the positions
-        shift, so the cropped window is re-encoded, exactly as the uncached path would see it.
+        one token through a DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
+        call, e.g. a CapturedStep; `cache`: one to reuse, emptied first, so a step recorded on it
+        in an earlier call is replayed at once); once the window is full the positions shift, so
+        the cropped window is re-encoded, exactly as the uncached path would see it.
         """
-        cache, filled, bs = None, 0, self.config.block_size
+        if cache is not None and cache.fixed != fixed:
+            raise ValueError(f"a cache with fixed={cache.fixed} given to stream(fixed={fixed})")
+        cache = cache if cache is not None else DecodeCache(self.config.n_layer, fixed=fixed)
+        filled, bs = 0, self.config.block_size
         for _ in range(max_new_tokens):
             with sdpa_kernel(DECODE_SDPA):
                 if not use_cache:
                     logits, _ = self(idx[:, -bs:])
-                elif cache is None or filled >= bs:
-                    cache = DecodeCache(self.config.n_layer, fixed=fixed)
+                elif not filled or filled >= bs:  # the start, or the window slid: (re-)encode it
+                    cache.reset()
                     logits, _ = self(idx[:, -bs:], cache=cache)
                     filled = min(idx.size(1), bs)
                 else:  # the token sampled last: (B, 1) of strides (1, 1) at every step and batch size

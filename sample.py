@@ -11,7 +11,9 @@ alone.
 The checkpoint carries the model's GPTConfig ('model_args'; fields an older checkpoint lacks take
 today's defaults) and the data's meta.json ('meta'), so sampling needs neither the config file nor
 the data directory. Every block type decodes incrementally (model.py's DecodeCache);
---use_cache=False re-runs the whole window for each token, to compare. The text goes to stdout,
+--use_cache=False re-runs the whole window for each token, to compare. On a GPU, --compile records
+the one-token step as a CUDA graph once and replays it (model.py's CapturedStep: no per-token kernel
+launches, ready after one step, no torch.compile wait); elsewhere it says so and changes nothing. The text goes to stdout,
 everything else (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt`
 keeps only text.
 """
@@ -31,6 +33,7 @@ import torch
 
 from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
 from configurator import UsageError, help_text, parse_config, run_main
+from model import CapturedStep
 from runtime import (DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device,
                      resolve_dtype)
 
@@ -51,7 +54,7 @@ class SampleConfig:
     use_cache: bool = True        # incremental decoding; False recomputes the window for each token
     device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'           # 'auto' (bfloat16/float16 on cuda, else float32) or one of DTYPES
-    compile: bool = False         # compile a fixed-shape decoding step (CUDA graphs on a GPU)
+    compile: bool = False         # on a GPU: record the one-token decoding step as a CUDA graph, replay it
     threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else the fastest, measured
     ranks_file: str = ''          # a BPE run's .tiktoken file, where it moved ('' = where it was, else found by sha256)
 
@@ -162,9 +165,16 @@ def main(argv):
     del ckpt
     model.eval().to(device)
     step = None
-    if cfg.compile:  # a one-token step of fixed shapes, captured once (CUDA graphs), then replayed
-        mode = 'reduce-overhead' if device_type == 'cuda' else 'default'
-        step = torch.compile(model, mode=mode, dynamic=False)
+    if cfg.compile and not cfg.use_cache:
+        print("note: --compile records the cached decoding step; --use_cache=False has none, so decoding "
+              "re-runs the window for each token, as without --compile", file=sys.stderr)
+    elif cfg.compile and device_type == 'cuda':  # a one-token step of fixed shapes, recorded once, replayed
+        step = CapturedStep(model)
+        print("compile: the one-token decoding step is recorded as a CUDA graph at the first token and "
+              "replayed for every later one", file=sys.stderr)
+    elif cfg.compile:
+        print(f"note: --compile records the decoding step as a CUDA graph, which needs a CUDA device; on "
+              f"{device} decoding runs as without it", file=sys.stderr)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)
@@ -178,7 +188,7 @@ def main(argv):
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     tokens = model.stream(x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
                           top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator,
-                          fixed=cfg.compile, step=step)
+                          fixed=step is not None, step=step)
     out = sys.stdout
     t0 = time.time()
     with autocast_context(device_type, dtype):
@@ -199,7 +209,8 @@ def main(argv):
     dt = time.time() - t0
     n = cfg.num_samples * cfg.max_new_tokens
     print(f"{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):,.1f} tokens/s "
-          f"({'cached' if cfg.use_cache else 'uncached'} decoding, batch {cfg.num_samples})",
+          f"({'uncached' if not cfg.use_cache else 'cached, CUDA graph' if step else 'cached'} decoding, "
+          f"batch {cfg.num_samples})",
           file=sys.stderr)
     torch.set_num_threads(threads_before)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CapturedStep, CausalDepthwiseConv, DecodeCache, GPTConfig,
                    Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width, sample_next)
 
 # every block / attn / ffn combination the config accepts, built from model.py's lists: a block, attention
@@ -293,6 +293,25 @@ def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
         fast = model.generate(prompt, 30, temperature=0, use_cache=True, fixed=fixed)
         assert fast.shape == (4, 35)
         assert torch.equal(fast, slow), fixed  # logits themselves: test_cached_forward_equals_full_forward
+
+
+@pytest.mark.parametrize('fixed', [False, True])
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_a_reused_cache_decodes_as_a_fresh_one(block, attn, ffn, fixed):
+    """stream(cache=...) empties the cache it is given (MDHA's conv tail included) and reallocates it for
+    another batch size: after another sequence, past the window, the tokens are a fresh cache's."""
+    model = build(tiny(block, attn, ffn, dconv_kernel=3)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    cache = DecodeCache(model.config.n_layer, fixed=fixed)
+    for B, T, seed in [(2, 5, 1), (2, 3, 2), (3, 4, 3)]:
+        prompt = idx_batch(B=B, T=T, seed=seed)
+        want = model.generate(prompt, 20, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=fixed, cache=cache)], dim=1)
+        assert torch.equal(got, want), (B, T)
+    with pytest.raises(ValueError, match='fixed'):
+        next(model.stream(prompt, 1, fixed=not fixed, cache=cache))
 
 
 def test_sampling_is_seeded_and_cache_independent():
@@ -600,11 +619,74 @@ def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
-@pytest.mark.parametrize('block,attn,ffn', MIXERS)
-def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn):
-    model = build(tiny(block, attn, ffn)).cuda().eval()
-    step = torch.compile(model, mode='reduce-overhead', dynamic=False)  # what sample.py --compile runs
+@pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
+def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn, pos):
+    """What sample.py --compile runs on a GPU: the one-token step recorded as a CUDA graph and
+    replayed, token for token equal to uncached greedy decoding, past block_size (the window
+    slides: a new cache, recorded again)."""
+    model = build(tiny(block, attn, ffn, pos_emb=pos)).cuda().eval()
+    with torch.no_grad():  # large random weights: no near-tie greedy choices
+        for p in model.parameters():
+            p.normal_(0, 0.5)
     prompt = idx_batch(B=1, T=3).cuda()
     want = model.generate(prompt, 20, temperature=0, use_cache=False)
+    step = CapturedStep(model)
     got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
+    assert step.graph is not None and torch.equal(got, want)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
+@pytest.mark.parametrize('compiled', [False, True])
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_captured_decoding_in_bf16_equals_the_eager_steps(block, attn, ffn, compiled):
+    """Under bf16 autocast (sample.py's default on a GPU), the replayed graph gives the eager
+    fixed-shape steps' tokens at batch 2, with the model's eager kernels or compiled ones inside."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    model = build(tiny(block, attn, ffn), double=False).cuda().eval()
+    prompt = idx_batch(B=2, T=3).cuda()
+    fn = torch.compile(model, dynamic=False) if compiled else model
+    with torch.autocast('cuda', dtype=torch.bfloat16):
+        want = model.generate(prompt, 12, temperature=0, fixed=True)
+        got = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True,
+                                               step=CapturedStep(fn))], dim=1)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
+def test_the_one_token_step_makes_no_tensor_from_python_data(block, attn, ffn, pos):
+    """A tensor built from Python data inside the step (x[:, [-1]]'s index, torch.tensor(...)) is, on a
+    GPU, a host-to-device copy: a CUDA graph cannot record it (CapturedStep's capture fails). Traced
+    on the CPU, the fixed-shape one-token step holds none (aten.lift_fresh_copy) and reads no value
+    back into Python, for every block."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    model = build(tiny(block, attn, ffn, pos_emb=pos)).eval()
+    cache = DecodeCache(model.config.n_layer, fixed=True)
+    with torch.no_grad():
+        model(idx_batch(B=1, T=3), cache=cache)
+        graph = make_fx(lambda tok: model(tok, cache=cache)[0])(idx_batch(B=1, T=1))
+    # ... nor a read of a tensor's value into Python (.item(), nonzero()): a sync, refused in a capture
+    bad = ('lift_fresh', '_local_scalar_dense', 'nonzero')
+    made = [str(n.target) for n in graph.graph.nodes if n.op == 'call_function' and any(b in str(n.target) for b in bad)]
+    assert not made, made
+
+
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_saved_cache_state_undoes_a_step(block, attn, ffn):
+    """CapturedStep's warm-up calls run a step and load the saved state back: decoding then goes on
+    exactly as without them (MDHA's conv tail included: it is state, not a position's row)."""
+    model = build(tiny(block, attn, ffn, dconv_kernel=3)).eval()
+    idx = idx_batch(B=2, T=9)
+    want, got = DecodeCache(2, fixed=True), DecodeCache(2, fixed=True)
+    with torch.no_grad():
+        model(idx[:, :4], cache=want)
+        model(idx[:, :4], cache=got)
+        saved = got.save()
+        for _ in range(3):  # a warm-up that writes row 4 and shifts the tail, then undone
+            model(idx[:, 7:8], cache=got)
+            got.load(saved)
+        for t in range(4, 9):
+            a, _ = model(idx[:, t:t + 1], cache=want)
+            b, _ = model(idx[:, t:t + 1], cache=got)
+            assert torch.equal(a, b), t
+    assert torch.equal(got.step, want.step) and all(torch.equal(x, y) for x, y in zip(got.save(), want.save()))

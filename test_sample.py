@@ -117,6 +117,18 @@ def test_cached_equals_uncached(runs, arch, capsys):
     assert run(capsys, runs[arch], *args, '--use_cache=False')[0] == cached
 
 
+def test_compile_says_what_it_does_and_changes_no_token(runs, capsys):
+    """--compile records a CUDA graph on a GPU (its equality test: test_model.py); elsewhere, and with
+    --use_cache=False, it says in one line why it does nothing, and the text is the same."""
+    args = f'--start={PROMPT}', '--max_new_tokens=20', '--seed=3'
+    plain = run(capsys, runs['mdha'], *args)
+    out, err = run(capsys, runs['mdha'], *args, '--compile=True')
+    assert out == plain[0] and 'needs a CUDA device; on cpu decoding runs as without it' in err
+    assert '(cached decoding, batch 1)' in err
+    out, err = run(capsys, runs['mdha'], *args, '--compile=True', '--use_cache=False')
+    assert out == plain[0] and '--use_cache=False has none' in err and 'CUDA device' not in err
+
+
 def test_several_samples_are_one_batch_separated_by_a_line(runs, capsys):
     out, err = run(capsys, runs['gmlp'], f'--start={PROMPT}', '--num_samples=3', '--max_new_tokens=20', '--seed=4')
     texts = reference(runs['gmlp'], PROMPT, 20, seed=4, num_samples=3)
