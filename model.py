@@ -294,44 +294,52 @@ class CapturedStep:
     every later token: no Python and no kernel launches per token but the replay's. `fn` is the
     model (its eager kernels are recorded: ready in about one call) or the model compiled without
     CUDA graphs of its own (fewer, fused kernels, after a compile). Call it as the model:
-    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1) of the batch it was recorded
-    at; logits live in the graph's output buffer, overwritten by the next replay.
+    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1); logits live in the graph's
+    output buffer, overwritten by the next replay.
 
     Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
-    saved before them and loaded back after, so they leave no trace. A call with another cache or
-    batch size records again; stream(cache=...) reuses one cache, so a later sequence replays at once. Autocast's weight cache is off while
-    recording (weights cast once outside the graph would be read from freed memory), so the casts are
-    part of the graph.
+    saved before them and loaded back after, so they leave no trace. The graph reads and writes the
+    cache's tensors where they were when it was recorded: a call with another cache, or with this one's
+    tensors moved (reallocated for another batch size), records again (`records` counts them);
+    stream(cache=...) empties one cache in place, so a later sequence replays at once. Autocast's
+    weight cache is off while recording (weights cast once outside the graph would be read from freed
+    memory), so the casts are part of the graph.
     """
 
     def __init__(self, fn, warmup=3):
-        self.fn, self.warmup, self.cache, self.graph = fn, warmup, None, None
+        self.fn, self.warmup, self.graph, self.recorded_on, self.records = fn, warmup, None, None, 0
 
     def __call__(self, idx, targets=None, cache=None):
         if targets is not None or cache is None or not cache.fixed:
             raise ValueError("CapturedStep runs one decoding step: step(idx_next, cache=DecodeCache(n, fixed=True))")
-        if cache is not self.cache or idx.shape != self.idx.shape:
-            self._record(idx, cache)
-        self.idx.copy_(idx)
-        self.graph.replay()
+        if cache.step is None:
+            raise ValueError("CapturedStep needs a cache that holds a prompt: run the model on it first")
+        with torch.cuda.device(idx.device):  # streams and the graph on the model's GPU, not GPU 0
+            if self.recorded_on != self._where(idx, cache):
+                self._record(idx, cache)
+            self.idx.copy_(idx)
+            self.graph.replay()
         return self.logits, None
 
+    @staticmethod
+    def _where(idx, cache):
+        return id(cache), idx.shape, [t.data_ptr() for t in cache._state()]
+
     def _record(self, idx, cache):
-        device = idx.device
         autocast = torch.autocast('cuda', dtype=torch.get_autocast_dtype('cuda'),
                                   enabled=torch.is_autocast_enabled('cuda'), cache_enabled=False)
-        self.idx, self.graph, self.cache = idx.clone(), torch.cuda.CUDAGraph(), None
+        self.idx, self.graph, self.recorded_on = idx.clone(), torch.cuda.CUDAGraph(), None
         saved = cache.save()
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), autocast:
             for _ in range(self.warmup):
                 self.fn(self.idx, cache=cache)
                 cache.load(saved)
-        torch.cuda.current_stream(device).wait_stream(side)
+        torch.cuda.current_stream().wait_stream(side)
         with torch.cuda.graph(self.graph), autocast:  # recorded, not run: the cache is as saved
             self.logits, _ = self.fn(self.idx, cache=cache)
-        self.cache = cache
+        self.recorded_on, self.records = self._where(idx, cache), self.records + 1
 
 
 class LayerCache:

@@ -2,8 +2,10 @@
 model.py's properties, on CPU in seconds: shapes, causality, paper formulas written out plainly,
 parameter parity, cached decoding equal to full decoding, overfitting, and config errors.
 """
+import contextlib
 import copy
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -42,6 +44,14 @@ def build(cfg, seed=0, double=True):
 
 def idx_batch(B=3, T=12, seed=1):
     return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def big_weights(model):
+    """Large random weights: outputs sensitive to every input, no near-tie greedy choices."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    return model
 
 
 @pytest.mark.parametrize('block,attn,ffn', COMBOS)
@@ -283,10 +293,7 @@ def test_fixed_shape_steps_compile_once(B):
 def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
     """Token for token, with either cache, including the step that fills the window and past block_size,
     where the window slides (16 + 30 > 16)."""
-    model = build(tiny(block, attn, ffn, pos_emb=pos, norm='rmsnorm' if pos == 'rope' else 'layernorm')).eval()
-    with torch.no_grad():  # large random weights: input-sensitive, no near-tie greedy choices
-        for p in model.parameters():
-            p.normal_(0, 0.5)
+    model = big_weights(build(tiny(block, attn, ffn, pos_emb=pos, norm='rmsnorm' if pos == 'rope' else 'layernorm'))).eval()
     prompt = idx_batch(B=4, T=5)
     slow = model.generate(prompt, 30, temperature=0, use_cache=False)
     for fixed in (False, True):
@@ -300,10 +307,7 @@ def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
 def test_a_reused_cache_decodes_as_a_fresh_one(block, attn, ffn, fixed):
     """stream(cache=...) empties the cache it is given (MDHA's conv tail included) and reallocates it for
     another batch size: after another sequence, past the window, the tokens are a fresh cache's."""
-    model = build(tiny(block, attn, ffn, dconv_kernel=3)).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.5)
+    model = big_weights(build(tiny(block, attn, ffn, dconv_kernel=3))).eval()
     cache = DecodeCache(model.config.n_layer, fixed=fixed)
     for B, T, seed in [(2, 5, 1), (2, 3, 2), (3, 4, 3)]:
         prompt = idx_batch(B=B, T=T, seed=seed)
@@ -622,35 +626,92 @@ def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
 @pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
 def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn, pos):
     """What sample.py --compile runs on a GPU: the one-token step recorded as a CUDA graph and
-    replayed, token for token equal to uncached greedy decoding, past block_size (the window
-    slides: a new cache, recorded again)."""
-    model = build(tiny(block, attn, ffn, pos_emb=pos)).cuda().eval()
-    with torch.no_grad():  # large random weights: no near-tie greedy choices
-        for p in model.parameters():
-            p.normal_(0, 0.5)
+    replayed, token for token equal to uncached greedy decoding, past block_size (the window slides),
+    and its logits at each step those of the eager fixed-shape step."""
+    model = big_weights(build(tiny(block, attn, ffn, pos_emb=pos))).cuda().eval()
     prompt = idx_batch(B=1, T=3).cuda()
     want = model.generate(prompt, 20, temperature=0, use_cache=False)
     step = CapturedStep(model)
     got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
-    assert step.graph is not None and torch.equal(got, want)
+    assert torch.equal(got, want) and step.records == 1
+    eager, replayed = (DecodeCache(model.config.n_layer, fixed=True) for _ in range(2))
+    with torch.no_grad():
+        model(prompt, cache=eager), model(prompt, cache=replayed)
+        for t in range(3, 13):
+            a, _ = model(got[:, t:t + 1], cache=eager)
+            b, _ = step(got[:, t:t + 1].clone(), cache=replayed)
+            assert torch.allclose(a, b, rtol=0, atol=1e-10), t
+    assert step.records == 2  # another cache: recorded again
+
+
+# sequences through one cache: (batch, prompt length, seed, through the recorded step?, recordings after it).
+# The same batch replays; an eager sequence at batch 3 moves the buffers, so the step records again at
+# batch 2 although its input's shape is the one it was recorded at; then batch 3 itself records.
+SEQUENCES = [(2, 3, 1, True, 1), (2, 5, 2, True, 1), (3, 4, 3, False, 1), (2, 3, 4, True, 2), (3, 3, 5, True, 3)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_one_recorded_step_serves_every_later_sequence_on_a_gpu(block, attn, ffn):
+    """One CapturedStep and one cache through several streams (bench.py's timing, sample.py's batches):
+    a same-batch sequence replays the graph recorded before (reset in place); buffers moved by another
+    batch size mean a new recording (SEQUENCES); every sequence equals uncached greedy decoding."""
+    model = big_weights(build(tiny(block, attn, ffn, dconv_kernel=3))).cuda().eval()
+    step, cache = CapturedStep(model), DecodeCache(model.config.n_layer, fixed=True)
+    for B, T, seed, by, records in SEQUENCES:
+        prompt = idx_batch(B=B, T=T, seed=seed).cuda()
+        want = model.generate(prompt, 8, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
+                        dim=1)
+        assert torch.equal(got, want) and step.records == records, (B, T, by)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need a GPU')
 @pytest.mark.parametrize('compiled', [False, True])
 @pytest.mark.parametrize('block,attn,ffn', MIXERS)
-def test_captured_decoding_in_bf16_equals_the_eager_steps(block, attn, ffn, compiled):
-    """Under bf16 autocast (sample.py's default on a GPU), the replayed graph gives the eager
-    fixed-shape steps' tokens at batch 2, with the model's eager kernels or compiled ones inside."""
+def test_captured_decoding_in_bf16_equals_the_same_steps_unrecorded(block, attn, ffn, compiled):
+    """Under bf16 autocast (sample.py's default on a GPU), at batch 2, the replayed graph gives the
+    tokens of the same step run without a graph: the model's eager kernels, or the compiled ones."""
     import torch._dynamo
     torch._dynamo.reset()
-    model = build(tiny(block, attn, ffn), double=False).cuda().eval()
+    model = big_weights(build(tiny(block, attn, ffn), double=False)).cuda().eval()
     prompt = idx_batch(B=2, T=3).cuda()
     fn = torch.compile(model, dynamic=False) if compiled else model
     with torch.autocast('cuda', dtype=torch.bfloat16):
-        want = model.generate(prompt, 12, temperature=0, fixed=True)
-        got = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True,
-                                               step=CapturedStep(fn))], dim=1)
-    assert torch.equal(got, want)
+        want = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True, step=fn)], dim=1)
+        step = CapturedStep(fn)
+        got = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True, step=step)], dim=1)
+    assert torch.equal(got, want) and step.records == 1
+
+
+@pytest.mark.parametrize('block,attn,ffn', MIXERS)
+def test_when_a_captured_step_records_again(block, attn, ffn, monkeypatch):
+    """CapturedStep's own decisions, on the CPU: the CUDA recording stood in for by a 'graph' whose
+    replay runs the step on the tensors it was recorded with (what a real graph reads). Same cache,
+    same batch: replayed, never recorded again; another batch size moves the buffers: recorded again.
+    A stale graph would write into the old buffers and the tokens would differ from uncached ones."""
+    def record(self, idx, cache):
+        self.idx = idx.clone()
+        self.graph = SimpleNamespace(replay=lambda c=cache, i=self.idx: setattr(self, 'logits', self.fn(i, cache=c)[0]))
+        self.recorded_on, self.records = self._where(idx, cache), self.records + 1
+    monkeypatch.setattr(CapturedStep, '_record', record)
+    monkeypatch.setattr(torch.cuda, 'device', lambda device: contextlib.nullcontext())
+    model = big_weights(build(tiny(block, attn, ffn, dconv_kernel=3))).eval()
+    step, cache = CapturedStep(model), DecodeCache(model.config.n_layer, fixed=True)
+    for B, T, seed, by, records in SEQUENCES:
+        prompt = idx_batch(B=B, T=T, seed=seed)
+        want = model.generate(prompt, 8, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
+                        dim=1)
+        assert torch.equal(got, want) and step.records == records, (B, T, by)
+
+
+def test_a_captured_step_needs_a_fixed_cache_that_holds_a_prompt():
+    model = build(tiny())
+    with pytest.raises(ValueError, match='fixed=True'):
+        CapturedStep(model)(idx_batch(B=1, T=1), cache=DecodeCache(2))
+    with pytest.raises(ValueError, match='holds a prompt'):
+        CapturedStep(model)(idx_batch(B=1, T=1), cache=DecodeCache(2, fixed=True))
 
 
 @pytest.mark.parametrize('block,attn,ffn,pos', [(*c, p) for c in COMBOS for p in positions(c[0])])
