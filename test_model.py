@@ -658,7 +658,9 @@ def test_one_recorded_step_serves_every_later_sequence_on_a_gpu(block, attn, ffn
     batch size mean a new recording (SEQUENCES); every sequence equals uncached greedy decoding."""
     model = big_weights(build(tiny(block, attn, ffn, dconv_kernel=3))).cuda().eval()
     step, cache = CapturedStep(model), DecodeCache(model.config.n_layer, fixed=True)
+    held = []  # every buffer the cache had stays allocated: a moved buffer cannot land where the old one was
     for B, T, seed, by, records in SEQUENCES:
+        held += cache._state() if cache.step is not None else []
         prompt = idx_batch(B=B, T=T, seed=seed).cuda()
         want = model.generate(prompt, 8, temperature=0, use_cache=False)
         got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
@@ -698,7 +700,9 @@ def test_when_a_captured_step_records_again(block, attn, ffn, monkeypatch):
     monkeypatch.setattr(torch.cuda, 'device', lambda device: contextlib.nullcontext())
     model = big_weights(build(tiny(block, attn, ffn, dconv_kernel=3))).eval()
     step, cache = CapturedStep(model), DecodeCache(model.config.n_layer, fixed=True)
+    held = []  # every buffer the cache had stays allocated: a moved buffer cannot land where the old one was
     for B, T, seed, by, records in SEQUENCES:
+        held += cache._state() if cache.step is not None else []
         prompt = idx_batch(B=B, T=T, seed=seed)
         want = model.generate(prompt, 8, temperature=0, use_cache=False)
         got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
