@@ -494,13 +494,14 @@ def paired_gap(row, base):
         return None
     gaps = [a['val_loss'] - b['val_loss'] for a, b in pairs]
     gap, half, n = interval(gaps)
+    by_seed = {a['seed']: g for (a, _), g in zip(pairs, gaps)}
     eval_se = None
     batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
     if all(x and y and len(x) == len(y) == len(batches[0][0]) for x, y in batches) and len(batches[0][0]) > 1:
         k = len(batches[0][0])
         per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
         eval_se = mean_std(per_batch)[1] / math.sqrt(k)
-    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), gaps=gaps, eval_se=eval_se)
+    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), gaps=gaps, by_seed=by_seed, eval_se=eval_se)
 
 
 def summary_rows(records):
@@ -564,6 +565,7 @@ def summary_rows(records):
             suffix = '' if ref == 'gpt' else f'_{ref}'
             row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
             row[f'gaps{suffix}'], row[f'gap{suffix}_n'] = gap['gaps'], gap['n']
+            row[f'gap{suffix}_by_seed'] = gap['by_seed']
             row[f'vs_{ref}'], row[f'eval_se{suffix}'] = gap['text'], gap['eval_se']
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
@@ -852,7 +854,7 @@ def schedule_groups(rows):
 def schedule_tables(rs):
     """Markdown, one table per reference: each config's val loss and gap under each schedule (each at its
     own best lr), and what the gap does from the first schedule to each other one (holds / flips /
-    halves / doubles, '(unresolved)' where an interval holds 0)."""
+    halves / doubles and the change, paired by seed: change_marks)."""
     scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
     cell = {(r['label'], r['schedule']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
@@ -876,7 +878,7 @@ def schedule_tables(rs):
         for n in (n for n in names if config_of[n] != ref):
             got = [cell.get((n, s)) for s in scheds]
             texts = [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
-            marks = change_marks(got, y)
+            marks = change_marks(got, y, paired=True)
             body.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
         out += head + body if body else []
     return '\n'.join(out)
@@ -921,17 +923,48 @@ def context_words(r, fields):
     return ', '.join(w for w in words if w)
 
 
-def change_marks(cells, y):
+def contrast(a, b, y, ka, kb, paired):
+    """(mean, half-width of its 95% interval or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a and b.
+    `paired` (two settings run on the same seeds: the same init and batches, as under two schedules):
+    from the per-seed contrasts over the seeds both have, t with n - 1 degrees of freedom. Otherwise (two
+    shapes: their seeds are unrelated runs): Welch's interval from each side's mean and spread. None for
+    the half-width where a side has one seed (or, paired, fewer than 2 seeds in common)."""
+    ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
+    if paired:
+        common = sorted(set(ga) & set(gb))
+        if common:
+            mean, half, _ = interval([kb * gb[s] - ka * ga[s] for s in common])
+            return mean, half
+    mean = kb * b[y] - ka * a[y]
+    if len(ga) < 2 or len(gb) < 2:
+        return mean, None
+    va, vb = (ka * ka * mean_std(list(ga.values()))[1] ** 2 / len(ga),
+              kb * kb * mean_std(list(gb.values()))[1] ** 2 / len(gb))
+    if va + vb == 0:
+        return mean, 0.0
+    df = (va + vb) ** 2 / ((va * va / (len(ga) - 1) if va else 0) + (vb * vb / (len(gb) - 1) if vb else 0))
+    return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
+
+
+def change_marks(cells, y, paired=False):
     """What gap `y` does from the first of `cells` (rows, or None where there is none) to each later one:
-    transfer_mark's word, with ' (unresolved)' where either interval holds 0 or has one seed; '–' where
-    either has no such gap."""
+    transfer_mark's word and the change (later gap - first, ± its 95% interval: contrast()), '–' where
+    either has no such gap. A word is '(unresolved)' unless both gaps' intervals tell their signs and, for
+    'halves' and 'doubles', the interval of the ratio's test excludes 0 (2 * later - first for halves,
+    later - 2 * first for doubles): a doubling seen in the means alone is not called one."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
             out.append('–')
             continue
+        word = transfer_mark(a[y], b[y])
         resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-        out.append(transfer_mark(a[y], b[y]) + ('' if resolved else ' (unresolved)'))
+        if resolved and word in ('halves', 'doubles'):
+            resolved = not holds_zero(*(contrast(a, b, y, 1, 2, paired) if word == 'halves' else
+                                        contrast(a, b, y, 2, 1, paired)))
+        delta, half = contrast(a, b, y, 1, 1, paired)
+        out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
+                   + (f" ± {half:.4f}" if half is not None else ''))
     return out
 
 
@@ -966,7 +999,7 @@ def matched_budgets(rs, tolerance=1.25):
 def transfer_tables(rs):
     """Markdown, one table per reference: each config's gap at each shape at matching tokens per parameter
     (paired by seed, ± 95% t interval), and how it changes from the smallest shape to each larger one:
-    flips / halves / doubles / holds, with '(unresolved)' where either interval holds 0 or has n=1."""
+    flips / halves / doubles / holds and the change with Welch's interval (change_marks)."""
     points, sizes = matched_budgets(rs)
     if not points:
         return ''

@@ -255,11 +255,13 @@ def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes()
     # tokens per parameter are budget / 10: the small shape's 10 and 20, the large one's 20 and 40; only
     # 20 is within 1.25x at both
     assert ('a', '20.0') in line and ('a', '10.0') not in line and ('a', '40.0') not in line
-    assert line['a', '20.0'].endswith('| holds |')     # -0.2 at both
-    assert line['b', '20.0'].endswith('| flips |')     # -0.1, then +0.1
-    assert line['c', '20.0'].endswith('| halves |')    # -0.05, then -0.02
-    # d: (-0.1, +0.05, -0.1) holds 0 at the small shape (-0.05 ± 0.215), then -0.2: doubles, unresolved
-    assert line['d', '20.0'].endswith('doubles (unresolved) |')
+    # each mark with the change (larger shape's gap - smaller's) and its Welch interval
+    assert line['a', '20.0'].endswith('| holds; Δ +0.0000 ± 0.0000 |')     # -0.2 at both
+    assert line['b', '20.0'].endswith('| flips; Δ +0.2000 ± 0.0000 |')     # -0.1, then +0.1
+    assert line['c', '20.0'].endswith('| halves; Δ +0.0300 ± 0.0000 |')    # -0.05, then -0.02
+    # d: (-0.1, +0.05, -0.1) holds 0 at the small shape (-0.05, sd 0.0866, ± 4.303 x 0.05 = 0.2151), then
+    # -0.2 with no spread: doubles, unresolved; Welch's df is 2 here, its half-width the small side's
+    assert line['d', '20.0'].endswith('| doubles (unresolved); Δ -0.1500 ± 0.2151 |')
 def shape_records(size, data, budget, losses, **settings):
     """A shape's records (seeds 1..3 of each config at one budget), its corpus named by `data`."""
     return [{**record(name, seed, v, budget=budget, size=size, **{**settings, 'data': data}), 'data_dir': data}
@@ -282,7 +284,7 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     sweep.main(['--report', f'--results={a},{b}', f'--png={tmp_path / "p.png"}'])
     out = capsys.readouterr().out
     assert '### transfer across shapes 1x32, 2x64' in out
-    assert '| x | 20.0 | -0.2000 ± 0.0000 (n=3) | +0.1000 ± 0.0000 (n=3) | flips |' in out
+    assert '| x | 20.0 | -0.2000 ± 0.0000 (n=3) | +0.1000 ± 0.0000 (n=3) | flips; Δ +0.3000 ± 0.0000 |' in out
     assert ('The shapes differ in more than size: 1x32: stdlib, batch 8 x' in out and
             '2x64: site, batch 128 x' in out and 'cuda bfloat16' in out)
     assert out.count('### scaling') == 2  # loss against FLOPs is one corpus's: a plot each, not drawn over
@@ -292,7 +294,7 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     group, = R.transfer_groups(R.summary_rows(small + other)).values()
     assert {r['shape'] for r in group} == {'1x32 (stdlib)', '1x32 (site)'}
     # the rows a table names apart by their corpus ('x (data=site)') are one config across the shapes here
-    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles |' in R.transfer_tables(group)
+    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles; Δ -0.1500 ± 0.0000 |' in R.transfer_tables(group)
     r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
 
@@ -778,4 +780,39 @@ def test_the_schedule_view_compares_each_gap_under_each_schedule():
     assert len(groups) == 1
     text = R.schedule_tables(next(iter(groups.values())))
     assert '| x | 0.001, 1.9000 ± 0.1000 (n=3) | 0.001, 2.1500 ± 0.1000 (n=3) |' in text
-    assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves |' in text
+    assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves; Δ +0.1500 ± 0.0000 |' in text
+
+
+def test_a_doubling_or_halving_is_called_only_where_its_interval_resolves_it():
+    """'doubles' and 'halves' are read off the means; the mark is resolved only where the interval of its
+    ratio test excludes 0 (later - 2 x first for doubles, 2 x later - first for halves), paired by seed
+    across schedules (the same seeds: the same init and batches), Welch's across shapes (unrelated runs).
+    Each mark gives the change (later gap - first) with its interval. Known answers by hand."""
+    # per-seed gaps to gpt: x -0.10, -0.12, -0.08 (wsd) -> -0.30, -0.20, -0.16 (cosine): means -0.10 ->
+    # -0.22, more than double, but seed 3 is 2.0x and seed 2 1.7x: later - 2 x first per seed -0.10, +0.04,
+    # 0.00 (mean -0.02, sd 0.0721, ± 4.303 x 0.0416 = 0.179): unresolved. The change per seed -0.20,
+    # -0.08, -0.08: -0.12, sd 0.0693, ± 4.303 x 0.04 = 0.1721. y: -0.10, -0.11, -0.09 -> -0.30, -0.32,
+    # -0.28: exactly double on every seed (later - 2 x first: -0.10 each, no spread): resolved; change
+    # -0.20, -0.21, -0.19: ± 4.303 x 0.01 / sqrt(3) = 0.0248.
+    gaps = {'wsd': {'x': (-0.10, -0.12, -0.08), 'y': (-0.10, -0.11, -0.09)},
+            'cosine': {'x': (-0.30, -0.20, -0.16), 'y': (-0.30, -0.32, -0.28)}}
+    recs = []
+    for sched, base in (('wsd', (2.0, 2.1, 2.2)), ('cosine', (2.1, 2.2, 2.3))):
+        for seed, v in enumerate(base, 1):
+            recs.append({**record('gpt', seed, v, budget=100, lr_schedule=sched), 'schedule': sched})
+            for name in ('x', 'y'):
+                g = gaps[sched][name][seed - 1]
+                recs.append({**record(name, seed, v + g, budget=100, lr_schedule=sched), 'schedule': sched})
+    group, = R.schedule_groups(R.summary_rows(recs)).values()
+    text = R.schedule_tables(group)
+    assert '| x | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1721 |' in text
+    assert '| y | -0.1000 ± 0.0248 (n=3) | -0.3000 ± 0.0497 (n=3) | doubles; Δ -0.2000 ± 0.0248 |' in text
+    # across shapes the same gaps are unrelated runs: Welch's interval. x's change: -0.12, its s.e.
+    # sqrt(0.02^2/3 + 0.0721^2/3) = 0.0432 on df 2.306: ± 0.1642; its doubling's test (df 3.124) holds 0
+    small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1, 3.2), 'x': (2.90, 2.98, 3.12), 'y': (2.90, 2.99, 3.11)})
+    large = shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6, 2.7), 'x': (2.20, 2.40, 2.54), 'y': (2.20, 2.28, 2.42)})
+    group, = R.transfer_groups(R.summary_rows(small + large)).values()
+    text = R.transfer_tables(group)
+    assert '| x | 20.0 | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1642 |' in text
+    line = next(l for l in text.splitlines() if l.startswith('| y | 20.0 |'))
+    assert line.split(' | ')[-1].startswith('doubles; Δ -0.2000 ± ')  # -0.30 ± 0.0497 against 2 x -0.10 ± 0.0248

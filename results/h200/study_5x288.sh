@@ -1,12 +1,17 @@
 #!/bin/bash
 # Run from the repository root on a machine with one GPU: OUT=some/folder bash results/h200/study_5x288.sh
 # (records land in OUT/shapes_site.jsonl as runs finish; DEADLINE_S stops the sweeps, default 540 s).
-# The 5x288 study on one GPU (#40 point 4/5), this session's part: gpt and llama (WSD lr grid at seed 1,
-# extended until the best is inside, then seeds 2 and 3 at the best; cosine at the top budget: grid at
-# seed 1, seed 2 at its best) and gmlp (WSD grid, seeds 2, 3 at the best), all pipelines at once.
-# Env: OUT (where records go), DEADLINE_S (stop the sweeps then), SMALL=1 (a CPU rehearsal).
+# The 5x288 study on one GPU (#40 point 4/5), a queue of pipelines in priority order, PIPES of them at once
+# (default 4, three runs each): for each config a WSD lr grid at seed 1 (extended until the best is inside),
+# then seeds 2 and 3 at the best; gpt and llama also under cosine at the top budget (grid at seed 1, seed 2
+# at its best). A pipeline, or a later sweep of one, starts only while STAGE_S seconds remain before the
+# deadline (default 420: the first session ran about 115 iterations a second over all runs at once, so 12
+# WSD runs to 3,125 iterations and their cooldowns, 3,710 each, take about 390 s), so that what starts can
+# finish: a stopped constant-lr run starts over in the next session (its checkpoint goes with the machine).
+# Each session continues from the committed records.
+# Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
 set -u
-OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; T0=$(date +%s)
+OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-4}; STAGE_S=${STAGE_S:-420}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
 S=/tmp/study; mkdir -p $S/logs; R=$S/shapes_site.jsonl; LOG=$OUT/study.log
 if [ "${SMALL:-0}" = 1 ]; then
@@ -27,22 +32,31 @@ cp $DATA/meta.json $OUT/shapes_site_meta.json
 [ "${SMALL:-0}" = 1 ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl $R
 C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
 W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
-pipe() { # name, start-by seconds for its later sweeps, then sweeps separated by ';;'
-  local name=$1 by=$2; shift 2; local args=() first=1
+left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+pipe() { # name, then sweeps separated by ';;': each starts only while STAGE_S seconds remain
+  local name=$1; shift; local args=()
   for a in "$@" ";;"; do
     if [ "$a" = ";;" ]; then
-      if [ -e $S/stop ] || { [ $first = 0 ] && [ $(( $(date +%s) - T0 )) -gt $by ]; }; then echo "[$(( $(date +%s) - T0 ))s] $name: too late for sweep.py ${args[*]}"; break; fi
-      first=0; echo "[$(( $(date +%s) - T0 ))s] $name: sweep.py ${args[*]}"
+      if [ -e $S/stop ] || [ $(left) -lt $STAGE_S ]; then echo "[$(( $(date +%s) - T0 ))s] $name: too late for sweep.py ${args[*]}"; return; fi
+      echo "[$(( $(date +%s) - T0 ))s] $name: sweep.py ${args[*]}"
       $PY sweep.py "${args[@]}" >> $S/logs/$name.log 2>&1 || echo "[$(( $(date +%s) - T0 ))s] $name: exit $?"
       args=()
     else args+=($a); fi
   done; echo "[$(( $(date +%s) - T0 ))s] $name: done"; }
-pids=""
-pipe gpt_wsd   9999 --configs=gpt   $W --jobs=3 --learning_rate=2e-3,4e-3,8e-3 --extend_lr ";;" --configs=gpt   $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
-pipe llama_wsd 9999 --configs=llama $W --jobs=3 --learning_rate=1e-3,2e-3,4e-3 --extend_lr ";;" --configs=llama $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
-pipe gmlp_wsd  300 --configs=gmlp  $W --jobs=3 --learning_rate=4e-3,8e-3,1.6e-2 --extend_lr ";;" --configs=gmlp $W --jobs=2 --seeds=3 --learning_rate=tuned & pids="$pids $!"
-pipe gpt_cos   9999 --configs=gpt   $K --jobs=3 --learning_rate=2e-3,4e-3,8e-3 ";;" --configs=gpt   $K --jobs=1 --seeds=2 --learning_rate=tuned & pids="$pids $!"
-pipe llama_cos 9999 --configs=llama $K --jobs=3 --learning_rate=1e-3,2e-3,4e-3 ";;" --configs=llama $K --jobs=1 --seeds=2 --learning_rate=tuned & pids="$pids $!"
+grid() { # config, its lr grid: WSD grid at seed 1 (extended), then seeds 2 and 3 at the best
+  echo "$1_wsd --configs=$1 $W --jobs=3 --learning_rate=$2 --extend_lr ;; --configs=$1 $W --jobs=2 --seeds=3 --learning_rate=tuned"; }
+cosine() { echo "$1_cos --configs=$1 $K --jobs=3 --learning_rate=$2 ;; --configs=$1 $K --jobs=1 --seeds=2 --learning_rate=tuned"; }
+QUEUE=("$(grid gpt 2e-3,4e-3,8e-3)" "$(grid llama 1e-3,2e-3,4e-3)" "$(grid gmlp 4e-3,8e-3,1.6e-2)"
+       "$(grid primer_ez 2e-3,4e-3,8e-3)" "$(grid llama_primer 1e-3,2e-3,4e-3)" "$(grid gpt_rope 2e-3,4e-3,8e-3)"
+       "$(grid swiglu 2e-3,4e-3,8e-3)" "$(cosine llama 1e-3,2e-3,4e-3)" "$(cosine gpt 2e-3,4e-3,8e-3)")
+dispatch() { # the queue, PIPES pipelines at once; none starts once the deadline is within STAGE_S
+  for item in "${QUEUE[@]}"; do
+    while [ $(jobs -rp | wc -l) -ge $PIPES ]; do sleep 2; done
+    if [ -e $S/stop ] || [ $(left) -lt $STAGE_S ]; then echo "[$(( $(date +%s) - T0 ))s] not started: ${item%% *}"; continue; fi
+    pipe $item &
+    sleep 1
+  done; wait; }
+dispatch & pids=$!
 alive() { for p in $pids; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
 n=0; while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && alive; do sleep 5; n=$((n+1))
   [ $((n % 12)) = 1 ] && { nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> $OUT/machine.txt 2>&1
