@@ -485,23 +485,22 @@ REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today
 def paired_gap(row, base):
     """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the same
     order, and are scored on the same val batches): {gap, half: the half-width of its 95% t interval
-    (None for one pair), n, text, gaps: the per-seed gaps, eval_se: the val sample's own standard error
+    (None for one pair), n, text, by_seed: {seed: its gap}, eval_se: the val sample's own standard error
     of the gap, from the per-batch val losses where the records hold them (a fixed val set's noise is
     shared by every seed, so the seeds' spread does not show it)}."""
     theirs = {r['seed']: r for r in base['runs']}
     pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
     if not pairs:
         return None
-    gaps = [a['val_loss'] - b['val_loss'] for a, b in pairs]
-    gap, half, n = interval(gaps)
-    by_seed = {a['seed']: g for (a, _), g in zip(pairs, gaps)}
+    by_seed = {a['seed']: a['val_loss'] - b['val_loss'] for a, b in pairs}
+    gap, half, n = interval(list(by_seed.values()))
     eval_se = None
     batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
     if all(x and y and len(x) == len(y) == len(batches[0][0]) for x, y in batches) and len(batches[0][0]) > 1:
         k = len(batches[0][0])
         per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
         eval_se = mean_std(per_batch)[1] / math.sqrt(k)
-    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), gaps=gaps, by_seed=by_seed, eval_se=eval_se)
+    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), by_seed=by_seed, eval_se=eval_se)
 
 
 def summary_rows(records):
@@ -564,8 +563,7 @@ def summary_rows(records):
                 continue
             suffix = '' if ref == 'gpt' else f'_{ref}'
             row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
-            row[f'gaps{suffix}'], row[f'gap{suffix}_n'] = gap['gaps'], gap['n']
-            row[f'gap{suffix}_by_seed'] = gap['by_seed']
+            row[f'gap{suffix}_by_seed'], row[f'gap{suffix}_n'] = gap['by_seed'], gap['n']
             row[f'vs_{ref}'], row[f'eval_se{suffix}'] = gap['text'], gap['eval_se']
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so

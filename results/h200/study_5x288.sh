@@ -32,17 +32,18 @@ cp $DATA/meta.json $OUT/shapes_site_meta.json
 [ "${SMALL:-0}" = 1 ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl $R
 C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
 W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
-left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+at() { echo "[$(( $(date +%s) - T0 ))s]"; }
+late() { [ -e $S/stop ] || [ $(( DEADLINE_S - ($(date +%s) - T0) )) -lt $STAGE_S ]; }  # no time for a stage
 pipe() { # name, then sweeps separated by ';;': each starts only while STAGE_S seconds remain
   local name=$1; shift; local args=()
   for a in "$@" ";;"; do
     if [ "$a" = ";;" ]; then
-      if [ -e $S/stop ] || [ $(left) -lt $STAGE_S ]; then echo "[$(( $(date +%s) - T0 ))s] $name: too late for sweep.py ${args[*]}"; return; fi
-      echo "[$(( $(date +%s) - T0 ))s] $name: sweep.py ${args[*]}"
-      $PY sweep.py "${args[@]}" >> $S/logs/$name.log 2>&1 || echo "[$(( $(date +%s) - T0 ))s] $name: exit $?"
+      if late; then echo "$(at) $name: too late for sweep.py ${args[*]}"; return; fi
+      echo "$(at) $name: sweep.py ${args[*]}"
+      $PY sweep.py "${args[@]}" >> $S/logs/$name.log 2>&1 || echo "$(at) $name: exit $?"
       args=()
     else args+=($a); fi
-  done; echo "[$(( $(date +%s) - T0 ))s] $name: done"; }
+  done; echo "$(at) $name: done"; }
 grid() { # config, its lr grid: WSD grid at seed 1 (extended), then seeds 2 and 3 at the best
   echo "$1_wsd --configs=$1 $W --jobs=3 --learning_rate=$2 --extend_lr ;; --configs=$1 $W --jobs=2 --seeds=3 --learning_rate=tuned"; }
 cosine() { echo "$1_cos --configs=$1 $K --jobs=3 --learning_rate=$2 ;; --configs=$1 $K --jobs=1 --seeds=2 --learning_rate=tuned"; }
@@ -52,17 +53,17 @@ QUEUE=("$(grid gpt 2e-3,4e-3,8e-3)" "$(grid llama 1e-3,2e-3,4e-3)" "$(grid gmlp 
 dispatch() { # the queue, PIPES pipelines at once; none starts once the deadline is within STAGE_S
   for item in "${QUEUE[@]}"; do
     while [ $(jobs -rp | wc -l) -ge $PIPES ]; do sleep 2; done
-    if [ -e $S/stop ] || [ $(left) -lt $STAGE_S ]; then echo "[$(( $(date +%s) - T0 ))s] not started: ${item%% *}"; continue; fi
+    if late; then echo "$(at) not started: ${item%% *}"; continue; fi
     pipe $item &
     sleep 1
   done; wait; }
-dispatch & pids=$!
-alive() { for p in $pids; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
+dispatch & DISPATCH=$!
+alive() { kill -0 $DISPATCH 2>/dev/null; }
 n=0; while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && alive; do sleep 5; n=$((n+1))
   [ $((n % 12)) = 1 ] && { nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> $OUT/machine.txt 2>&1
     cp $R $OUT/shapes_site.jsonl.tmp 2>/dev/null && mv $OUT/shapes_site.jsonl.tmp $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG; }; done
-if alive; then echo "[$(( $(date +%s) - T0 ))s] deadline: stopping the sweeps"; touch $S/stop; pkill -INT -f "sweep.py.*--results=$R"; sleep 15; pkill -INT -f "sweep.py.*--results=$R"; pkill -TERM -f "train.py.*--out_dir=$S/runs"; fi
+if alive; then echo "$(at) deadline: stopping the sweeps"; touch $S/stop; pkill -INT -f "sweep.py.*--results=$R"; sleep 15; pkill -INT -f "sweep.py.*--results=$R"; pkill -TERM -f "train.py.*--out_dir=$S/runs"; fi
 wait
 cp $R $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG
 $PY sweep.py --report --results=$R --png=$S/shapes_site.png > $OUT/report.md 2>&1
-echo "[$(( $(date +%s) - T0 ))s] end"; tail -c 3000 $OUT/report.md
+echo "$(at) end"; tail -c 3000 $OUT/report.md
