@@ -41,11 +41,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from configurator import UsageError, parse_config, require, run_main, split_flags
-from model import GPT, CapturedStep, DecodeCache, GPTConfig
-from results import config_paths, markdown_table
-from runtime import (TrainConfig, autocast_context, decode_threads, peak_flops, resolve_device,
-                     resolve_dtype, sync_device)
+from configurator import UsageError, config_paths, parse_config, require, run_main, split_flags
+from model import DecodeCache, GPTConfig, GPT
+from report import markdown_table
+from sample import CapturedStep, decode_threads, stream
+from guards import peak_flops
+from train import TrainConfig, autocast_context, resolve_device, resolve_dtype, sync_device
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UNSTABLE = 0.25  # (max - min) / median of the timings above which a row is marked UNSTABLE
@@ -166,7 +168,7 @@ def speed_row(path, bench, overrides):
                 for n in (8, bench.decode_tokens):  # a warm-up (and the recording), then the timing
                     sync_device(device_type)
                     t0 = time.perf_counter()
-                    list(model.stream(prompt, n, temperature=0, cache=cache, **kw))
+                    list(stream(model, prompt, n, temperature=0, cache=cache, **kw))
                     sync_device(device_type)
             row[f'decode_tok_s_{way}'] = bench.decode_tokens / (time.perf_counter() - t0)
     return row

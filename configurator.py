@@ -8,6 +8,7 @@ exec-ing into globals. No torch here: prepare.py imports it too.
 """
 import dataclasses
 import difflib
+import glob
 import errno
 import inspect
 import os
@@ -333,3 +334,39 @@ def disk_full(e):
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def fsync_dir(path):
+    """Make the folder's renames and new names durable (a power cut cannot undo them); best effort."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems do not fsync folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def config_paths(names):
+    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config
+    (configs/*.py but quick.py and the shared _recipe.py)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shipped = sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))
+    known = [os.path.basename(p)[:-3] for p in shipped]
+    paths = []
+    for c in names:
+        if c.endswith('.py'):
+            if not os.path.isfile(c):
+                raise UsageError(f"config {c!r} not found")
+            paths.append(c)
+        elif c in known:
+            paths.append(os.path.relpath(shipped[known.index(c)]))
+        else:
+            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py path")
+    paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
+    if not paths:
+        raise UsageError("no configs: pass config files or run from the repository root")
+    return paths

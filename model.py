@@ -14,10 +14,9 @@ Modern options combine with every block where they make sense: norm='rmsnorm' (L
 positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon'
 (train.py).
 
-Tensors are (B, T, C): batch, time, channels. Incremental decoding keeps a DecodeCache; every
-token mixer (attention, depth-wise conv, SGU, tiny attention) writes its new rows into it and reads
-its history, so that a new token costs O(T) instead of a full forward pass; its fixed-shape mode
-gives every one-token step the same shapes, for CUDA graphs.
+Tensors are (B, T, C): batch, time, channels. Reading order: GPTConfig, the shared parts, attention
+(with Primer's depth-wise conv), the FFNs, gMLP/aMLP, the blocks, GPT; then sizing (widths, parameter
+matching, FLOPs) and the decoding cache every token mixer takes as `cache` (sample.py decodes).
 """
 import functools
 import inspect
@@ -27,7 +26,6 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 BLOCKS = ('transformer', 'gmlp', 'amlp')
 ATTNS = ('mha', 'mdha')
@@ -128,275 +126,15 @@ class GPTConfig:
         return self.n_embd // self.n_head if self.block == 'transformer' else self.tiny_attn_size
 
 
-def ffn_width(config):
-    """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs so that 3 matrices cost what 2 did."""
-    if config.ffn_hidden:
-        return config.ffn_hidden
-    if config.match_params:
-        return matched_width(config)
-    if config.ffn in GATED:  # arXiv:2002.05202 sec. 2: d_ff reduced by 2/3 to keep parameters equal
-        m = config.ffn_multiple_of
-        return max(m, m * round(2 * 4 * config.n_embd / 3 / m))
-    return 4 * config.n_embd
-
-
-def gmlp_width(config):
-    if config.match_params and not config.gmlp_d_ffn:
-        return matched_width(config)
-    return config.gmlp_d_ffn or 6 * config.n_embd  # arXiv:2105.08050 sec. 2 uses d_ffn = 6 d_model
-
-
-def count_params(config):
-    """Every parameter of GPT(config), a tied one once: the one convention used for matching sizes.
-    Built on the meta device, so it allocates nothing."""
-    with torch.device('meta'):
-        return GPT(config).get_num_params()
-
-
-def count_flops(config, T=None):
-    """
-    Training FLOPs (forward + backward = 3x forward) per token at sequence length T
-    (default block_size), counting each matmul as 2 FLOPs per multiply-add: the Linear
-    layers, attention's QK^T and AV, the depth-wise convs, the SGU's spatial matmul and the
-    tiny attention. Attention-like terms use the full T (no causal halving), as PaLM's MFU does.
-    """
-    cfg, T = config, T or config.block_size
-    C = cfg.n_embd
-    if cfg.block == 'transformer':
-        layer = 2 * C * 3 * C + 2 * C * C + 2 * 2 * T * C  # c_attn, c_proj, QK^T and AV
-        if cfg.attn == 'mdha':
-            layer += 2 * 3 * C * cfg.dconv_kernel
-        if cfg.ffn != 'none':
-            layer += 2 * C * ffn_width(cfg) * (3 if cfg.ffn in GATED else 2)
-    else:
-        d = gmlp_width(cfg)
-        layer = 2 * C * d + 2 * (d // 2) * C + 2 * T * (d // 2)  # c_fc, c_proj, spatial W
-        if cfg.block == 'amlp':
-            a = cfg.tiny_attn_size
-            layer += 2 * C * 3 * a + 2 * 2 * T * a + 2 * a * (d // 2)
-    forward = cfg.n_layer * layer + 2 * C * cfg.vocab_size  # + lm_head
-    return 3 * forward
-
-
-MATCH_TOLERANCE = 0.01  # match_params='gpt': at most 1% from the GPT-2 block's count, else an error
-
-
-def matched_width(config):
-    """
-    The width knob (ffn_hidden for transformer blocks, gmlp_d_ffn for gMLP/aMLP) that gives `config`
-    the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the
-    same depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob,
-    so two counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing
-    within 0.5%. A config that cannot come within MATCH_TOLERANCE (a gMLP whose block_size^2 spatial
-    weights outweigh the GPT-2 block it is matched to) is a ValueError naming a shape where it can.
-    """
-    w, err, target, got = _closest_width(tuple(sorted(vars(config).items())))
-    if err <= MATCH_TOLERANCE:
-        return w
-    what = config.block if config.block != 'transformer' else f"{config.attn} + {config.ffn}"
-    wider = next((W for W in range(config.n_embd + 32, 8 * config.n_embd + 1, 32)
-                  if _matches(replace(config, n_embd=W, n_head=max(1, W * config.n_head // config.n_embd)))), None)
-    shorter = next((T for T in (config.block_size // 2 ** k for k in range(1, 12))
-                    if T >= 8 and _matches(replace(config, block_size=T))), None)
-    where = ' or '.join([f"n_embd={wider}" for _ in [wider] if wider] + [f"block_size={shorter}" for _ in [shorter]
-                                                                       if shorter])
-    raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the GPT-2 block's "
-                     f"{target:,} parameters at n_layer={config.n_layer}, n_embd={config.n_embd}, block_size="
-                     f"{config.block_size} (closest: {got:,}, {got / target - 1:+.0%}); it can at "
-                     f"{where or 'a larger shape'}, or set match_params='' to compare unmatched")
-
-
-def _matches(config):
-    return _closest_width(tuple(sorted(vars(config).items())))[1] <= MATCH_TOLERANCE
-
-
-@functools.lru_cache(maxsize=None)
-def _closest_width(items):
-    """(knob value, relative error, the GPT-2 block's count, the count at that value)."""
-    config = GPTConfig(**{**dict(items), 'match_params': ''})
-    target = count_params(replace(config, block='transformer', attn='mha', ffn='gelu', ffn_hidden=0,
-                                  gmlp_d_ffn=0, pos_emb='learned', norm='layernorm'))
-    knob, step = ('ffn_hidden', 1) if config.block == 'transformer' else ('gmlp_d_ffn', 2)
-    p1, p2 = (count_params(replace(config, **{knob: w})) for w in (64, 128))
-    exact = 64 + (target - p1) * 64 / (p2 - p1)
-    best = None
-    for m in (64, 32, 16, 8, 4, 2, 1):
-        if m % step:
-            continue
-        w = max(m, m * round(exact / m))
-        got = count_params(replace(config, **{knob: w}))
-        err = abs(got - target) / target
-        if err <= 0.005:
-            return w, err, target, got
-        best = min(best or (err, w, got), (err, w, got))
-    return best[1], best[0], target, best[2]
-
-
 # -----------------------------------------------------------------------------
-# Incremental decoding state
-
-class DecodeCache:
-    """
-    What decoding keeps between calls: for every layer, the history each token mixer reads
-    (attention's K/V, the tiny attention's, the SGU's normalised Z2 rows, MDHA's last K-1 inputs) in
-    buffers of block_size positions, allocated once and written in place (index_copy_). Each call's
-    positions are tensors: `index`, those of its T new tokens, and `visible` (T, Tk), which of the
-    Tk positions read each token may see. With fixed=True every call reads the whole buffers (Tk =
-    block_size) under that mask, and position state lives in a tensor (`step`): a one-token call has
-    the same shapes and reads no Python counter, so it can be captured once (torch.compile's CUDA
-    graphs) and replayed. Without, Tk is the positions written so far (less work in eager mode) and
-    `pos` counts them.
-    """
-
-    def __init__(self, n_layer, fixed=False):
-        self.pos, self.fixed, self.step = 0, fixed, None
-        self.layers = [LayerCache(self) for _ in range(n_layer)]
-
-    def begin(self, T, block_size, device):
-        if self.step is None:
-            self.step, self.block_size = torch.zeros((), dtype=torch.long, device=device), block_size
-        self.index = self.step + torch.arange(T, device=device)  # (T,) positions of the new tokens
-        # what indexes this call's rows of a position table: a slice where the positions are a
-        # Python count (a view, no gather: measured faster on the CPU), else the tensor
-        self.rows = self.index if self.fixed else slice(self.pos, self.pos + T)
-        Tk = block_size if self.fixed else self.pos + T
-        # (T, Tk): causal; one new token after the written ones sees them all, and needs no mask
-        self.visible = (torch.arange(Tk, device=device) <= self.index[:, None]
-                        if self.fixed or T > 1 else None)
-
-    def end(self, T):
-        self.step += T  # in place: the same tensor every call
-        # (the fixed path reads no Python counter: a captured call could not update it)
-        if not self.fixed:
-            self.pos += T
-
-    def reset(self):
-        """Empty, for a new sequence, keeping its buffers (a CapturedStep recorded on them stays valid)."""
-        self.pos = 0
-        for t in self._state() if self.step is not None else ():
-            t.zero_()
-
-    def save(self):
-        """Copies of every tensor of its state (position and buffers), for `load` to put back."""
-        return [t.clone() for t in self._state()]
-
-    def load(self, saved):
-        for t, s in zip(self._state(), saved, strict=True):
-            t.copy_(s)
-
-    def _state(self):
-        return [self.step, *(b for layer in self.layers for _, b in sorted(layer.buffers.items()))]
-
-
-class CapturedStep:
-    """
-    The one-token call of a fixed-shape DecodeCache, recorded once as a CUDA graph and replayed for
-    every later token: no Python and no kernel launches per token but the replay's. `fn` is the
-    model (its eager kernels are recorded: ready in about one call) or the model compiled without
-    CUDA graphs of its own (fewer, fused kernels, after a compile). Call it as the model:
-    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1); logits live in the graph's
-    output buffer, overwritten by the next replay.
-
-    Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
-    saved before them and loaded back after, so they leave no trace. The graph reads and writes the
-    cache's tensors where they were when it was recorded: a call with another cache, or with this one's
-    tensors moved (reallocated for another batch size), records again (`records` counts them);
-    stream(cache=...) empties one cache in place, so a later sequence replays at once. Autocast's
-    weight cache is off while recording (weights cast once outside the graph would be read from freed
-    memory), so the casts are part of the graph.
-    """
-
-    def __init__(self, fn, warmup=3):
-        self.fn, self.warmup, self.graph, self.recorded_on, self.records = fn, warmup, None, None, 0
-
-    def __call__(self, idx, targets=None, cache=None):
-        if targets is not None or cache is None or not cache.fixed:
-            raise ValueError("CapturedStep runs one decoding step: step(idx_next, cache=DecodeCache(n, fixed=True))")
-        if cache.step is None:
-            raise ValueError("CapturedStep needs a cache that holds a prompt: run the model on it first")
-        with torch.cuda.device(idx.device):  # streams and the graph on the model's GPU, not GPU 0
-            if self.recorded_on != self._where(idx, cache):
-                self._record(idx, cache)
-            self.idx.copy_(idx)
-            self.graph.replay()
-        return self.logits, None
-
-    @staticmethod
-    def _where(idx, cache):
-        return id(cache), idx.shape, [t.data_ptr() for t in cache._state()]
-
-    def _record(self, idx, cache):
-        autocast = torch.autocast('cuda', dtype=torch.get_autocast_dtype('cuda'),
-                                  enabled=torch.is_autocast_enabled('cuda'), cache_enabled=False)
-        self.idx, self.graph, self.recorded_on = idx.clone(), torch.cuda.CUDAGraph(), None
-        saved = cache.save()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), autocast:
-            for _ in range(self.warmup):
-                self.fn(self.idx, cache=cache)
-                cache.load(saved)
-        torch.cuda.current_stream().wait_stream(side)
-        with torch.cuda.graph(self.graph), autocast:  # recorded, not run: the cache is as saved
-            self.logits, _ = self.fn(self.idx, cache=cache)
-        self.recorded_on, self.records = self._where(idx, cache), self.records + 1
-
-
-class LayerCache:
-    """One layer's buffers in a DecodeCache; `remember` writes a mixer's new rows and returns its history."""
-
-    def __init__(self, cache):
-        self.of, self.buffers = cache, {}
-
-    def remember(self, key, new, dim):
-        """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all block_size
-        rows (fixed) or the rows written so far."""
-        c = self.of
-        if key not in self.buffers or self.buffers[key].size(0) != new.size(0):  # new, or another batch
-            shape = list(new.shape)
-            shape[dim] = c.block_size
-            self.buffers[key] = new.new_zeros(shape)
-        buf = self.buffers[key]
-        if c.fixed:
-            buf.index_copy_(dim, c.index, new)
-            return buf
-        buf.narrow(dim, c.pos, new.size(dim)).copy_(new)
-        return buf.narrow(dim, 0, c.pos + new.size(dim))
-
-
-# Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
-# on an H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
-# (bench.py).
-DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-
-
-def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
-    """
-    softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
-    q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
-    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them
-    out.
-    """
-    Tq, Tk = q.size(-2), k.size(-2)
-    if cache is not None and cache.of.fixed:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=cache.of.visible)
-    if Tq == Tk:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-    if Tq == 1:  # one new token sees every cached position
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-    # a chunk of Tq new tokens after Tk - Tq cached ones: query i sees keys j <= Tk - Tq + i
-    mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(diagonal=Tk - Tq)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+# shared parts: norms, rotary positions, causal attention
 
 
 def make_norm(config, dim):
     """The one place a norm is chosen: GPT-2's LayerNorm (bias while bias=True) or RMSNorm (LLaMA)."""
     if config.norm == 'layernorm':
         return nn.LayerNorm(dim, bias=config.bias)
-    # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
-    if config.norm == 'rmsnorm':
-        return nn.RMSNorm(dim, eps=1e-5)
-    raise ValueError(f"unknown norm {config.norm!r}; choose one of {', '.join(NORMS)}")
+    return nn.RMSNorm(dim, eps=1e-5)  # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
 
 
 class Rotary(nn.Module):
@@ -429,8 +167,64 @@ def make_rotary(config, head_size):
                   base=config.rope_base) if config.pos_emb == 'rope' else None
 
 
+def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
+    """
+    softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
+    q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
+    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them
+    out.
+    """
+    Tq, Tk = q.size(-2), k.size(-2)
+    if cache is not None and cache.of.fixed:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=cache.of.visible)
+    if Tq == Tk:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    if Tq == 1:  # one new token sees every cached position
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    # a chunk of Tq new tokens after Tk - Tq cached ones: query i sees keys j <= Tk - Tq + i
+    mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(diagonal=Tk - Tq)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
 # -----------------------------------------------------------------------------
-# Token mixers
+# attention, and Primer's depth-wise conv (MDHA)
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head attention; with attn='mdha', Primer's depth-wise conv follows c_attn."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+        # q, k, v at once
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.dconv = None
+        if config.attn == 'mdha':
+            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head, kernel=config.dconv_kernel,
+                                             shared=config.dconv_shared, init=config.dconv_init)
+        self.rotary = make_rotary(config, config.n_embd // config.n_head)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cache=None):
+        B, T, C = x.size()
+        qkv = self.c_attn(x)  # (B, T, 3C)
+        if self.dconv is not None:
+            qkv = self.dconv(qkv, cache)  # Primer MDHA: conv over time per channel
+        q, k, v = qkv.split(self.n_embd, dim=2)
+        # (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        # after MDHA's conv; keys are cached rotated, at their own positions
+        if self.rotary is not None:
+            rows = cache.of.rows if cache is not None else None
+            q, k = self.rotary(q, rows), self.rotary(k, rows)
+        if cache is not None:
+            k, v = cache.remember('k', k, dim=2), cache.remember('v', v, dim=2)  # (B, nh, Tk, hs)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
+        return self.resid_dropout(self.c_proj(y))
+
 
 def causal_conv(x, w):
     """y_t = sum_{s<K} w[:, K-1-s] * x_{t-s} along dim 1 of x (B, T, C), w (C, K); zeros before t=0."""
@@ -509,40 +303,8 @@ class CausalDepthwiseConv(nn.Module):
         return causal_conv(full, w)[:, self.kernel - 1:]
 
 
-class CausalSelfAttention(nn.Module):
-    """Causal multi-head attention; with attn='mdha', Primer's depth-wise conv follows c_attn."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.n_head, self.n_embd = config.n_head, config.n_embd
-        # q, k, v at once
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.dconv = None
-        if config.attn == 'mdha':
-            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head, kernel=config.dconv_kernel,
-                                             shared=config.dconv_shared, init=config.dconv_init)
-        self.rotary = make_rotary(config, config.n_embd // config.n_head)
-        self.dropout = config.dropout
-        self.resid_dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x, cache=None):
-        B, T, C = x.size()
-        qkv = self.c_attn(x)  # (B, T, 3C)
-        if self.dconv is not None:
-            qkv = self.dconv(qkv, cache)  # Primer MDHA: conv over time per channel
-        q, k, v = qkv.split(self.n_embd, dim=2)
-        # (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        # after MDHA's conv; keys are cached rotated, at their own positions
-        if self.rotary is not None:
-            rows = cache.of.rows if cache is not None else None
-            q, k = self.rotary(q, rows), self.rotary(k, rows)
-        if cache is not None:
-            k, v = cache.remember('k', k, dim=2), cache.remember('v', v, dim=2)  # (B, nh, Tk, hs)
-        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
-        return self.resid_dropout(self.c_proj(y))
+# -----------------------------------------------------------------------------
+# feed-forward: the plain and the gated (GLU) family
 
 
 class MLP(nn.Module):
@@ -554,7 +316,7 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         hidden = ffn_width(config)
-        self.act = activation(config.ffn)
+        self.act = ACTIVATIONS[config.ffn]
         self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias and config.bias1)
         self.c_gate = None
         if config.ffn in GATED:
@@ -573,47 +335,15 @@ def relu2(x):
     return F.relu(x).square()  # Primer, arXiv:2109.08668 sec. 3: squared ReLU
 
 
-def identity(x):
-    return x  # the Bilinear variant's "activation": (x W1) ⊙ (x V)
+# The FFN's nonlinearity by name; for the gated family, the one applied to the gate
+ACTIVATIONS = {'relu': F.relu, 'gelu': F.gelu, 'relu2': relu2,
+               'glu': torch.sigmoid,  # Dauphin et al. 2016
+               'bilinear': lambda x: x,  # no nonlinearity: (x W1) ⊙ (x V)
+               'reglu': F.relu, 'geglu': F.gelu, 'swiglu': F.silu}  # SiLU: Swish with beta=1
 
 
-def activation(name):
-    """The FFN's nonlinearity, by name (for gated FFNs: the one applied to the gate)."""
-    if name == 'relu' or name == 'reglu':
-        return F.relu
-    if name == 'gelu' or name == 'geglu':
-        return F.gelu
-    if name == 'relu2':
-        return relu2
-    if name == 'glu':
-        return torch.sigmoid  # Dauphin et al. 2016
-    if name == 'bilinear':
-        return identity  # no nonlinearity: (x W1) ⊙ (x V)
-    if name == 'swiglu':
-        return F.silu  # Swish with beta=1
-    raise ValueError(f"unknown ffn {name!r}; choose one of {', '.join(FFNS)}")
-
-
-class TinyAttention(nn.Module):
-    """aMLP's single-head causal attention of width d_attn, projected to d_out (arXiv:2105.08050 sec. 4.3)."""
-
-    def __init__(self, config, d_out):
-        super().__init__()
-        self.d_attn = config.tiny_attn_size
-        self.c_attn = nn.Linear(config.n_embd, 3 * self.d_attn, bias=config.bias)
-        self.c_proj = nn.Linear(self.d_attn, d_out, bias=config.bias)
-        self.rotary = make_rotary(config, self.d_attn)
-        self.dropout = config.dropout
-
-    def forward(self, x, cache=None):
-        q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
-        if self.rotary is not None:
-            rows = cache.of.rows if cache is not None else None
-            q, k = self.rotary(q, rows), self.rotary(k, rows)
-        if cache is not None:
-            k, v = cache.remember('tiny_k', k, dim=2), cache.remember('tiny_v', v, dim=2)
-        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
-        return self.c_proj(y.squeeze(1))  # (B, T, d_out)
+# -----------------------------------------------------------------------------
+# gMLP and aMLP: the Spatial Gating Unit, the tiny attention
 
 
 class SpatialGatingUnit(nn.Module):
@@ -649,8 +379,31 @@ class SpatialGatingUnit(nn.Module):
         return z1 * gate
 
 
+class TinyAttention(nn.Module):
+    """aMLP's single-head causal attention of width d_attn, projected to d_out (arXiv:2105.08050 sec. 4.3)."""
+
+    def __init__(self, config, d_out):
+        super().__init__()
+        self.d_attn = config.tiny_attn_size
+        self.c_attn = nn.Linear(config.n_embd, 3 * self.d_attn, bias=config.bias)
+        self.c_proj = nn.Linear(self.d_attn, d_out, bias=config.bias)
+        self.rotary = make_rotary(config, self.d_attn)
+        self.dropout = config.dropout
+
+    def forward(self, x, cache=None):
+        q, k, v = self.c_attn(x).unsqueeze(1).split(self.d_attn, dim=3)  # each (B, 1, T, d_attn)
+        if self.rotary is not None:
+            rows = cache.of.rows if cache is not None else None
+            q, k = self.rotary(q, rows), self.rotary(k, rows)
+        if cache is not None:
+            k, v = cache.remember('tiny_k', k, dim=2), cache.remember('tiny_v', v, dim=2)
+        y = causal_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, cache=cache)
+        return self.c_proj(y.squeeze(1))  # (B, T, d_out)
+
+
 # -----------------------------------------------------------------------------
-# Blocks
+# blocks
+
 
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); with ffn='none' the token
@@ -692,16 +445,13 @@ class GMLPBlock(nn.Module):
 
 
 def make_block(config):
-    """The one place a block type is chosen by name."""
-    if config.block == 'transformer':
-        return Block(config)
-    if config.block in ('gmlp', 'amlp'):
-        return GMLPBlock(config)
-    raise ValueError(f"unknown block {config.block!r}; choose one of {', '.join(BLOCKS)}")
+    """The one place a block type is chosen by name (GPTConfig refused any other)."""
+    return Block(config) if config.block == 'transformer' else GMLPBlock(config)
 
 
 # -----------------------------------------------------------------------------
-# The language model
+# the language model
+
 
 class GPT(nn.Module):
 
@@ -812,46 +562,9 @@ class GPT(nn.Module):
         """Training FLOPs per token at sequence length T (default block_size): see count_flops."""
         return count_flops(self.config, T)
 
-    def estimate_mfu(self, tokens_per_s, peak_flops=312e12):
-        """Model FLOPs utilisation: achieved training FLOP/s over the peak (default A100 bf16, 312 TFLOP/s)."""
+    def estimate_mfu(self, tokens_per_s, peak_flops):
+        """Model FLOPs utilisation: achieved training FLOP/s over the peak FLOP/s."""
         return count_flops(self.config) * tokens_per_s / peak_flops
-
-    @torch.no_grad()
-    def stream(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-               use_cache=True, generator=None, fixed=False, step=None, cache=None):
-        """
-        Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
-        block_size are cropped to their last block_size tokens. With use_cache, each step feeds
-        one token through a DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
-        call, e.g. a CapturedStep; `cache`: one to reuse, emptied first, so a step recorded on it
-        in an earlier call is replayed at once); once the window is full the positions shift, so
-        the cropped window is re-encoded, exactly as the uncached path would see it.
-        """
-        if cache is not None and cache.fixed != fixed:
-            raise ValueError(f"a cache with fixed={cache.fixed} given to stream(fixed={fixed})")
-        cache = cache if cache is not None else DecodeCache(self.config.n_layer, fixed=fixed)
-        filled, bs = 0, self.config.block_size
-        for _ in range(max_new_tokens):
-            with sdpa_kernel(DECODE_SDPA):
-                if not use_cache:
-                    logits, _ = self(idx[:, -bs:])
-                elif not filled or filled >= bs:  # the start, or the window slid: (re-)encode it
-                    cache.reset()
-                    logits, _ = self(idx[:, -bs:], cache=cache)
-                    filled = min(idx.size(1), bs)
-                else:  # the token sampled last: (B, 1) of strides (1, 1) at every step and batch size
-                    # (a slice of idx would carry idx's growing row stride: a recompile per token)
-                    logits, _ = (self if step is None else step)(idx_next, cache=cache)
-                    filled += 1
-            idx_next = sample_next(logits[:, -1, :].float(), temperature, top_k, top_p, generator)
-            idx = torch.cat((idx, idx_next), dim=1)
-            yield idx_next
-
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 use_cache=True, generator=None, fixed=False):
-        """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
-        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator, fixed))
-        return torch.cat([idx, *new], dim=1)
 
 
 def check_optimizer(name):
@@ -893,20 +606,188 @@ class Optimizers:
             opt.load_state_dict(state[name])
 
 
-def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """One token per row from logits (B, V): greedy at temperature 0, else top-k then nucleus (top-p)."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    # the largest logit moved to 0 first: a tiny temperature then gives -inf, not inf - inf = nan
-    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
-    if top_k is not None and top_k < logits.size(-1):
-        v, _ = torch.topk(logits, top_k)
-        logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        probs = F.softmax(sorted_logits, dim=-1)
-        # drop a token when the tokens ranked above it already cover top_p (the first always stays)
-        drop = probs.cumsum(dim=-1) - probs >= top_p
-        logits = logits.masked_fill(drop.scatter(1, order, drop), -float('inf'))
-    probs = F.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
+# -----------------------------------------------------------------------------
+# sizing: widths, parameter counts and matching, FLOPs
+
+
+def ffn_width(config):
+    """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs so that 3 matrices cost what 2 did."""
+    if config.ffn_hidden:
+        return config.ffn_hidden
+    if config.match_params:
+        return matched_width(config)
+    if config.ffn in GATED:  # arXiv:2002.05202 sec. 2: d_ff reduced by 2/3 to keep parameters equal
+        m = config.ffn_multiple_of
+        return max(m, m * round(2 * 4 * config.n_embd / 3 / m))
+    return 4 * config.n_embd
+
+
+def gmlp_width(config):
+    if config.match_params and not config.gmlp_d_ffn:
+        return matched_width(config)
+    return config.gmlp_d_ffn or 6 * config.n_embd  # arXiv:2105.08050 sec. 2 uses d_ffn = 6 d_model
+
+
+def count_params(config):
+    """Every parameter of GPT(config), a tied one once: the one convention used for matching sizes.
+    Built on the meta device, so it allocates nothing."""
+    with torch.device('meta'):
+        return GPT(config).get_num_params()
+
+
+def count_flops(config, T=None):
+    """
+    Training FLOPs (forward + backward = 3x forward) per token at sequence length T
+    (default block_size), counting each matmul as 2 FLOPs per multiply-add: the Linear
+    layers, attention's QK^T and AV, the depth-wise convs, the SGU's spatial matmul and the
+    tiny attention. Attention-like terms use the full T (no causal halving), as PaLM's MFU does.
+    """
+    cfg, T = config, T or config.block_size
+    C = cfg.n_embd
+    if cfg.block == 'transformer':
+        layer = 2 * C * 3 * C + 2 * C * C + 2 * 2 * T * C  # c_attn, c_proj, QK^T and AV
+        if cfg.attn == 'mdha':
+            layer += 2 * 3 * C * cfg.dconv_kernel
+        if cfg.ffn != 'none':
+            layer += 2 * C * ffn_width(cfg) * (3 if cfg.ffn in GATED else 2)
+    else:
+        d = gmlp_width(cfg)
+        layer = 2 * C * d + 2 * (d // 2) * C + 2 * T * (d // 2)  # c_fc, c_proj, spatial W
+        if cfg.block == 'amlp':
+            a = cfg.tiny_attn_size
+            layer += 2 * C * 3 * a + 2 * 2 * T * a + 2 * a * (d // 2)
+    forward = cfg.n_layer * layer + 2 * C * cfg.vocab_size  # + lm_head
+    return 3 * forward
+
+
+MATCH_TOLERANCE = 0.01  # match_params='gpt': at most 1% from the GPT-2 block's count, else an error
+
+
+def matched_width(config):
+    """
+    The width knob (ffn_hidden for transformer blocks, gmlp_d_ffn for gMLP/aMLP) that gives `config`
+    the parameter count of the GPT-2 block (mha + gelu MLP, learned positions, LayerNorm) at the
+    same depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob,
+    so two counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing
+    within 0.5%. A config that cannot come within MATCH_TOLERANCE (a gMLP whose block_size^2 spatial
+    weights outweigh the GPT-2 block it is matched to) is a ValueError naming a shape where it can.
+    """
+    w, err, target, got = _closest_width(tuple(sorted(vars(config).items())))
+    if err <= MATCH_TOLERANCE:
+        return w
+    what = config.block if config.block != 'transformer' else f"{config.attn} + {config.ffn}"
+    wider = next((W for W in range(config.n_embd + 32, 8 * config.n_embd + 1, 32)
+                  if _matches(replace(config, n_embd=W, n_head=max(1, W * config.n_head // config.n_embd)))), None)
+    shorter = next((T for T in (config.block_size // 2 ** k for k in range(1, 12))
+                    if T >= 8 and _matches(replace(config, block_size=T))), None)
+    where = ' or '.join([f"n_embd={wider}" for _ in [wider] if wider] + [f"block_size={shorter}" for _ in [shorter]
+                                                                       if shorter])
+    raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the GPT-2 block's "
+                     f"{target:,} parameters at n_layer={config.n_layer}, n_embd={config.n_embd}, block_size="
+                     f"{config.block_size} (closest: {got:,}, {got / target - 1:+.0%}); it can at "
+                     f"{where or 'a larger shape'}, or set match_params='' to compare unmatched")
+
+
+def _matches(config):
+    return _closest_width(tuple(sorted(vars(config).items())))[1] <= MATCH_TOLERANCE
+
+
+@functools.lru_cache(maxsize=None)
+def _closest_width(items):
+    """(knob value, relative error, the GPT-2 block's count, the count at that value)."""
+    config = GPTConfig(**{**dict(items), 'match_params': ''})
+    target = count_params(replace(config, block='transformer', attn='mha', ffn='gelu', ffn_hidden=0,
+                                  gmlp_d_ffn=0, pos_emb='learned', norm='layernorm'))
+    knob, step = ('ffn_hidden', 1) if config.block == 'transformer' else ('gmlp_d_ffn', 2)
+    p1, p2 = (count_params(replace(config, **{knob: w})) for w in (64, 128))
+    exact = 64 + (target - p1) * 64 / (p2 - p1)
+    best = None
+    for m in (64, 32, 16, 8, 4, 2, 1):
+        if m % step:
+            continue
+        w = max(m, m * round(exact / m))
+        got = count_params(replace(config, **{knob: w}))
+        err = abs(got - target) / target
+        if err <= 0.005:
+            return w, err, target, got
+        best = min(best or (err, w, got), (err, w, got))
+    return best[1], best[0], target, best[2]
+
+
+# -----------------------------------------------------------------------------
+# the decoding cache every token mixer takes
+
+
+class DecodeCache:
+    """
+    What decoding keeps between calls: for every layer, the history each token mixer reads
+    (attention's K/V, the tiny attention's, the SGU's normalised Z2 rows, MDHA's last K-1 inputs) in
+    buffers of block_size positions, allocated once and written in place (index_copy_). Each call's
+    positions are tensors: `index`, those of its T new tokens, and `visible` (T, Tk), which of the
+    Tk positions read each token may see. With fixed=True every call reads the whole buffers (Tk =
+    block_size) under that mask, and position state lives in a tensor (`step`): a one-token call has
+    the same shapes and reads no Python counter, so it can be captured once (torch.compile's CUDA
+    graphs) and replayed. Without, Tk is the positions written so far (less work in eager mode) and
+    `pos` counts them.
+    """
+
+    def __init__(self, n_layer, fixed=False):
+        self.pos, self.fixed, self.step = 0, fixed, None
+        self.layers = [LayerCache(self) for _ in range(n_layer)]
+
+    def begin(self, T, block_size, device):
+        if self.step is None:
+            self.step, self.block_size = torch.zeros((), dtype=torch.long, device=device), block_size
+        self.index = self.step + torch.arange(T, device=device)  # (T,) positions of the new tokens
+        # what indexes this call's rows of a position table: a slice where the positions are a
+        # Python count (a view, no gather: measured faster on the CPU), else the tensor
+        self.rows = self.index if self.fixed else slice(self.pos, self.pos + T)
+        Tk = block_size if self.fixed else self.pos + T
+        # (T, Tk): causal; one new token after the written ones sees them all, and needs no mask
+        self.visible = (torch.arange(Tk, device=device) <= self.index[:, None]
+                        if self.fixed or T > 1 else None)
+
+    def end(self, T):
+        self.step += T  # in place: the same tensor every call
+        # (the fixed path reads no Python counter: a captured call could not update it)
+        if not self.fixed:
+            self.pos += T
+
+    def reset(self):
+        """Empty, for a new sequence, keeping its buffers (a CapturedStep recorded on them stays valid)."""
+        self.pos = 0
+        for t in self._state() if self.step is not None else ():
+            t.zero_()
+
+    def save(self):
+        """Copies of every tensor of its state (position and buffers), for `load` to put back."""
+        return [t.clone() for t in self._state()]
+
+    def load(self, saved):
+        for t, s in zip(self._state(), saved, strict=True):
+            t.copy_(s)
+
+    def _state(self):
+        return [self.step, *(b for layer in self.layers for _, b in sorted(layer.buffers.items()))]
+
+
+class LayerCache:
+    """One layer's buffers in a DecodeCache; `remember` writes a mixer's new rows and returns its history."""
+
+    def __init__(self, cache):
+        self.of, self.buffers = cache, {}
+
+    def remember(self, key, new, dim):
+        """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all block_size
+        rows (fixed) or the rows written so far."""
+        c = self.of
+        if key not in self.buffers or self.buffers[key].size(0) != new.size(0):  # new, or another batch
+            shape = list(new.shape)
+            shape[dim] = c.block_size
+            self.buffers[key] = new.new_zeros(shape)
+        buf = self.buffers[key]
+        if c.fixed:
+            buf.index_copy_(dim, c.index, new)
+            return buf
+        buf.narrow(dim, c.pos, new.size(dim)).copy_(new)
+        return buf.narrow(dim, 0, c.pos + new.size(dim))

@@ -27,21 +27,32 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
+import bisect
+import codecs
+import collections
 import dataclasses
 import functools
+import glob
+import hashlib
+import io
+import itertools
 import json
+import re
 import shlex
+import stat
 import sys
+import sysconfig
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
-from corpus import (FINEWEB, SPLIT_TOLERANCE, fetch_fineweb, file_corpus, hashed_split, ordered_map, pieces, plan_split,
-                    pydoc_corpus, shakespeare_corpus, split_parts, stdlib_corpus, texts)
-from data import DatasetWriter, makedirs
-from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name,
-                       tiktoken_from_file)
+from configurator import (UsageError, atomic_write, fsync_dir, lock_folder, parse_config, require, run_main,
+                          write_error)
+from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name, tiktoken_from_file,
+                       tokenizer_problem)
+
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
 DATASETS = ('pydoc', 'stdlib', 'shakespeare', 'fineweb')
@@ -174,6 +185,761 @@ def main(argv):
           f"{source['name']} to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, "
           f"{meta['tokens_per_byte']['val']:.3f} val tokens per byte, "
           f"{total / 1e6 / (time.time() - t0):.1f} MB/s")
+
+
+# -----------------------------------------------------------------------------
+# the corpora: documents read in pieces, split into train and val
+
+
+SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
+SHAKESPEARE_BYTES = 1115394
+PIECE_BYTES = 1 << 20  # text is read, decoded and encoded in pieces of about 1 MB
+CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) for this long is cut anyway (bounds memory)
+
+
+@dataclasses.dataclass
+class Doc:
+    name: str
+    size: int           # bytes
+    path: str = None    # read from this file ...
+    data: bytes = None  # ... or from memory
+
+
+def blocks(doc, start, end):
+    with open(doc.path, 'rb') if doc.data is None else io.BytesIO(doc.data) as f:
+        f.seek(start)
+        while start < end:
+            block = f.read(min(PIECE_BYTES, end - start))
+            if not block:
+                raise UsageError(f"{doc.path} shrank while being read")
+            start += len(block)
+            yield block
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            h.update(block)
+    return h.hexdigest()
+
+
+def pydoc_corpus():
+    from pydoc_data.topics import topics  # Python's reference manual, in every CPython
+    texts = {key: topics[key].encode() for key in sorted(topics)}
+    docs = [Doc(f"pydoc_data.topics[{key!r}]", len(data), data=data) for key, data in texts.items()]
+    v = sys.version_info
+    return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} "
+                                                  "reference manual (pydoc_data.topics), one "
+                                                  "document per topic in sorted key order"}
+
+
+def stdlib_corpus():
+    """The running interpreter's standard library: every .py file under sysconfig's stdlib folder, its test
+    suite included and vendored packages (site-packages) left out, one document per file in sorted relative
+    path order. About 31 MB on CPython 3.11: real code, whose names are defined and used far apart. A file
+    that is not UTF-8 (a few encoding tests) is left out and named. The sha256 covers every path and byte,
+    so a result names exactly the corpus it was trained on."""
+    root = sysconfig.get_paths()['stdlib']
+    paths = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ('site-packages', 'dist-packages', '__pycache__'))
+        paths += [os.path.relpath(os.path.join(folder, n), root) for n in names if n.endswith('.py')]
+    docs, skipped, h = [], [], hashlib.sha256()
+    for rel in sorted(p.replace(os.sep, '/') for p in paths):
+        try:
+            with open(os.path.join(root, rel), 'rb') as f:
+                data = f.read()
+            data.decode('utf-8')
+        except (OSError, UnicodeDecodeError):  # unreadable, or not UTF-8: not part of the corpus
+            skipped.append(rel)
+            continue
+        if not data:  # an empty __init__.py: no text, no document
+            continue
+        h.update(rel.encode() + b'\0' + len(data).to_bytes(8, 'little') + data)
+        docs.append(Doc(rel, len(data), data=data))
+    v, impl = sys.version_info, sys.implementation.name
+    return docs, {'name': 'stdlib', 'python': f"{impl} {v.major}.{v.minor}.{v.micro}", 'root': root,
+                  'files': len(docs), 'bytes': sum(d.size for d in docs), 'sha256': h.hexdigest(),
+                  'skipped': skipped, 'description': f"the .py files of the {impl} {v.major}.{v.minor}.{v.micro} "
+                  "standard library (site-packages excluded), one document per file in sorted path order"}
+
+
+SPLIT_TOLERANCE = 0.25  # a split by whole files holds val_fraction of the bytes within 25% of it, or is not made
+
+
+def hashed_split(docs, val_fraction):
+    """(docs reordered, the cut), or None: val is documents taken in the order of their names' sha256 (a
+    spread of the whole corpus, the same on every machine) while they fit val_fraction of the bytes
+    (SPLIT_TOLERANCE over it at most), until they hold it. None when whole documents cannot come within
+    SPLIT_TOLERANCE of it (files of very unequal sizes): the caller cuts inside one instead. Train documents
+    come first, then val, each in their original order."""
+    order = sorted(range(len(docs)), key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
+    val, size, total = set(), 0, sum(d.size for d in docs)
+    target = val_fraction * total
+    for i in order:
+        if size >= target or len(val) == len(docs) - 1:
+            break
+        if size + docs[i].size <= target * (1 + SPLIT_TOLERANCE):
+            val.add(i)
+            size += docs[i].size
+    if not val or abs(size - target) > SPLIT_TOLERANCE * target:
+        return None
+    train = [d for i, d in enumerate(docs) if i not in val]
+    return train + [d for i, d in enumerate(docs) if i in val], (len(train), 0, 'hashed documents')
+
+
+def shakespeare_corpus(cache_dir):
+    path = os.path.join(cache_dir, 'tinyshakespeare.txt')
+    if not (os.path.isfile(path) and sha256_file(path) == SHAKESPEARE_SHA256):
+        try:
+            with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as r:
+                data = r.read()
+        except OSError as e:  # URLError, timeouts
+            raise UsageError(f"cannot download Tiny Shakespeare ({e}); fetch {SHAKESPEARE_URL} "
+                             f"yourself and pass --input=path/to/input.txt") from None
+        if hashlib.sha256(data).hexdigest() != SHAKESPEARE_SHA256:
+            raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; "
+                             f"pass a good copy with --input=PATH")
+        makedirs(cache_dir)
+        atomic_write(path, lambda f: f.write(data))
+    return file_corpus([path])
+
+
+def file_corpus(inputs):
+    """Every file the inputs name (files, directories walked in sorted order, globs), one document each.
+    A directory walk leaves out hidden files and every folder prepare.py wrote (meta.json beside shards:
+    its own output, when out_dir lies inside the input). A pipe (--input=/dev/stdin) is read whole; a
+    file that cannot be read (a dangling link, no permission) is a UsageError naming it."""
+    paths = []
+    for pattern in inputs:
+        if any(c in pattern for c in '*?['):
+            matches = sorted(glob.glob(pattern, recursive=True))
+            if not matches:
+                raise UsageError(f"--input={pattern!r} matches no file")
+        elif os.path.exists(pattern):
+            matches = [pattern]
+        else:
+            raise UsageError(f"--input={pattern!r}: no such file or directory")
+        for m in matches:
+            if not os.path.isdir(m):
+                paths.append(m)
+                continue
+            for root, dirs, names in os.walk(m):  # a directory: every file below it, hidden ones aside
+                if 'meta.json' in names and any(PREPARED.fullmatch(n) for n in names):
+                    print(f"prepare: leaving out {root}: a dataset prepare.py wrote", file=sys.stderr)
+                    dirs[:] = []
+                    continue
+                dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+                paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
+    unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]  # first mention wins
+    named = {os.path.realpath(m) for m in inputs if os.path.exists(m) and not os.path.isdir(m)}
+    special = [p for p in unique if os.path.exists(p) and not os.path.isfile(p)]
+    walked = [p for p in special if os.path.realpath(p) not in named]
+    if walked:  # a device, pipe or socket (or a link to one) found in a folder: never read (it may not end)
+        print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that are not regular "
+              f"files (devices, pipes, sockets, links to them): {', '.join(walked[:3])}"
+              f"{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
+    for p in special:
+        if os.path.realpath(p) in named and not stat.S_ISFIFO(os.stat(p).st_mode):
+            raise UsageError(f"--input={p!r} is not a regular file (a device or socket: reading it may never "
+                             "end); name a file, a folder, or a pipe such as /dev/stdin")
+    unique = [p for p in unique if p not in walked]
+    docs = []
+    for p in unique:
+        try:
+            if not os.path.exists(p):  # a dangling link
+                raise FileNotFoundError(2, 'no such file or directory')
+            if not os.access(p, os.R_OK):
+                raise PermissionError(13, 'permission denied')
+            if os.path.isfile(p):
+                docs.append(Doc(p, os.path.getsize(p), path=p))
+            else:  # a pipe or a device: its size is 0 until read
+                with open(p, 'rb') as f:
+                    data = f.read()
+                docs.append(Doc(p, len(data), data=data))
+        except OSError as e:
+            raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
+                             "leave it out of --input") from None
+    stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
+    source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
+              'files': len(docs)}
+    if len(docs) == 1 and docs[0].size == SHAKESPEARE_BYTES and docs[0].path and \
+            sha256_file(docs[0].path) == SHAKESPEARE_SHA256:
+        source.update(name='shakespeare', description='Tiny Shakespeare (karpathy/char-rnn)',
+                      url=SHAKESPEARE_URL)
+    return [d for d in docs if d.size], source
+
+
+def plan_split(docs, val_fraction):
+    """Where val starts: (document index, byte offset in it, how). Val is the last val_fraction of
+    the bytes, cut at the nearest document boundary when one lies within 20% of that size (many
+    documents), else after the next newline (else at a character boundary) inside the document."""
+    starts = list(itertools.accumulate([d.size for d in docs], initial=0))
+    total = starts[-1]
+    target = round(total * (1 - val_fraction))  # the first byte of val
+    near = min(starts[1:-1], key=lambda b: abs(b - target), default=None)
+    if near is not None and abs(near - target) <= 0.2 * (total - target):
+        return starts.index(near), 0, 'document'
+    i = bisect.bisect_right(starts, target) - 1  # the document that holds the target byte
+    if 0 < target < total:
+        off = target - starts[i]
+        s = max(off - 1, 0)  # search from the byte before, so a target that starts a line stays put
+        rest = b''.join(blocks(docs[i], s, min(docs[i].size, off + (1 << 20))))
+        if b'\n' in rest:
+            how, off = 'line', s + rest.index(b'\n') + 1
+        else:  # step over UTF-8 continuation bytes (0b10xxxxxx) to the start of a character
+            skip = next((k for k, b in enumerate(rest[off - s:]) if b & 0xC0 != 0x80), len(rest))
+            how, off = 'character', off + skip
+        if off < docs[i].size:
+            return i, off, how
+        if i + 1 < len(docs):
+            return i + 1, 0, 'document'
+    raise UsageError(f"the corpus ({total} bytes) is too small to split off "
+                     f"val_fraction={val_fraction}; add text or change --val_fraction")
+
+
+# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of
+# encoding it
+# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's)
+# all end
+# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text
+# with
+# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters.
+# Not
+# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2
+# splits it
+# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all
+# three.
+# Char and byte ids do not depend on context, so their text is cut anywhere.
+_CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
+
+
+def cut_point(text, start):
+    """Index just after the last match of _CUT at or after `start`; 0 if there is none."""
+    last = None
+    for last in _CUT.finditer(text, max(start, len(text) - 4096)):
+        pass
+    if last is None:
+        for last in _CUT.finditer(text, start):
+            pass
+    return last.end() if last else 0
+
+
+def texts(doc, start, end, errors, *, bpe):
+    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
+    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed.
+    Text that runs CUT_FREE_CHARS characters (1M) with no cut point (long minified code or JSON, a base64
+    blob, one huge run of punctuation) is cut anyway where the block read ends, at a character boundary:
+    encoding one pre-token of n bytes takes ~45n bytes of memory, so a piece must stay bounded. Only there
+    the ids can differ from encoding the text whole (the tokens of the BPE word or two that straddle such a
+    cut); the ids still decode to exactly the text. Text with a cut point every 1M characters (any prose,
+    any text with line breaks between non-blank lines) never meets this."""
+    decoder = codecs.getincrementaldecoder('utf-8')(errors)
+    carry, pos = '', start
+    for block in blocks(doc, start, end):
+        pending = len(decoder.getstate()[0])  # bytes of a character split across blocks
+        try:
+            text = carry + decoder.decode(block, final=pos + len(block) == end)
+        except UnicodeDecodeError as e:
+            raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
+                             f"fix the file or pass --errors=replace") from None
+        pos += len(block)
+        # the carry holds no cut point, so look only from its last character on (linear, not
+        # quadratic)
+        cut = cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
+        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway (see above)
+            cut = len(text)
+        if cut:
+            yield text[:cut], pos - start
+        carry = text[cut:]
+
+
+def ordered_map(fn, items, workers):
+    """fn(item) on `workers` threads, results in order, at most 2 * workers pieces in flight (memory)."""
+    with ThreadPoolExecutor(workers) as pool:
+        pending = collections.deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def split_parts(docs, cut):
+    """(split, doc, first byte, end byte) for every document, train first; one document may be cut in two."""
+    k, off, _ = cut
+    for i, d in enumerate(docs):
+        if i < k:
+            yield 'train', d, 0, d.size
+        elif i == k and off:
+            yield 'train', d, 0, off
+            yield 'val', d, off, d.size
+        else:
+            yield 'val', d, 0, d.size
+
+
+def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
+    """(split, text, ids that go before the text, the bytes they stand for) in corpus order. With an
+    end-of-text token (`eot`) `sep` starts every document, as in llm.c's fineweb.py; else it goes between
+    documents. The bytes are the text's bytes in the corpus, plus `sep_bytes` for a separator ('\\n': 1;
+    <|endoftext|> is no text: 0): what bits per byte divide by."""
+    for n, (split, doc, start, end) in enumerate(parts):
+        new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
+        before = 0
+        for text, read in texts(doc, start, end, errors, bpe=bpe):
+            yield split, text, sep if new_doc else sep[:0], read - before + (sep_bytes if new_doc else 0)
+            new_doc, before = False, read
+
+
+# -----------------------------------------------------------------------------
+# FineWeb, already tokenised: llm.c's shards of GPT-2 tokens, downloaded
+
+
+FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin', train='fineweb_train_{:06d}.bin',
+               shards=103, description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as GPT-2 "
+                                       "tokens in llm.c's shard format, 100M tokens a shard (modded-nanogpt's)")
+
+
+def fetch_fineweb(out_dir, train_shards):
+    """Download the val shard and the first `train_shards` train shards of FINEWEB into out_dir (each into
+    NAME.partial, resumed where an interrupted run left it, with a progress bar), check each (magic,
+    version, token count against the file's size) before it counts, and return the dataset's meta: the
+    caller commits it as meta.json. A shard already there and whole is not fetched again. Through
+    huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror), imported only here."""
+
+    def problem(path):  # what makes a file not a shard of GPT-2 tokens, or None
+        try:
+            tokens = load_shard(path)
+        except ShardError as e:
+            return str(e).split(': ', 1)[-1]
+        if len(tokens) == 0:
+            return "it holds no tokens"
+        top = int(tokens.max())
+        return f"it holds token id {top}, beyond GPT-2's 50,257" if top >= 50257 else None
+    try:
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.file_download import http_get
+    except ImportError:
+        raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not installed: "
+                         "pip install huggingface_hub") from None
+    endpoint = os.environ.get('HF_ENDPOINT') or None  # read now, not when huggingface_hub was imported
+    names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
+    try:
+        with open(os.path.join(out_dir, 'meta.json')) as f:
+            files = dict(json.load(f)['source']['files'])  # the etags of the shards fetched before
+    except (OSError, ValueError, KeyError, TypeError):
+        files = {}
+    for name in names:
+        path = os.path.join(out_dir, name)
+        url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
+        whole = os.path.isfile(path) and problem(path) is None  # (else fetched again)
+        if whole and name in files:  # fetched, whole and committed before: no network needed
+            continue
+        try:
+            info = get_hf_file_metadata(url, endpoint=endpoint)
+            files[name] = (info.etag or '').strip('"')
+            if whole and os.path.getsize(path) == info.size:
+                continue
+            partial = path + '.partial'
+            done = os.path.getsize(partial) if os.path.isfile(partial) else 0
+            if done > (info.size or 0):  # longer than the file: not a piece of this one
+                os.remove(partial)
+                done = 0
+            with open(partial, 'ab') as f:
+                http_get(url, f, resume_size=done, expected_size=info.size, displayed_filename=name)
+                f.flush()
+                os.fsync(f.fileno())
+        except Exception as e:  # whatever the download raises (no network, HTTP errors, a full disk)
+            if isinstance(e, UsageError):
+                raise
+            raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:160] if str(e) else 'no detail'}); what is fetched is "
+                             "kept: rerun to go on (HF_ENDPOINT=... names a mirror)") from None
+        why = problem(partial)
+        if why:  # a corrupt download never counts: removed, so a rerun fetches it again
+            os.remove(partial)
+            raise UsageError(f"{name} from {url} is not a whole shard of GPT-2 tokens ({why}); it is "
+                             "removed: rerun to fetch it again")
+        os.replace(partial, path)
+    shards = {'val': names[:1], 'train': names[1:]}
+    tokens = {s: sum(len(load_shard(os.path.join(out_dir, n))) for n in shards[s]) for s in shards}
+    max_id = {s: max(int(load_shard(os.path.join(out_dir, n)).max()) for n in shards[s]) for s in shards}
+    files = {n: files.get(n) for n in names}
+    return {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}, 'vocab_size': 50257,
+            'eot_token': 50256, 'dtype': 'uint16',
+            'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'], 'description': FINEWEB['description'],
+                       'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}", 'files': files},
+            'split': {'cut': "the dataset's own val shard"}, 'tokens': tokens, 'max_id': max_id, 'shards': shards,
+            'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of their text"}
+
+
+# -----------------------------------------------------------------------------
+# the shard format and meta.json: written here, read by train.py
+
+
+MAGIC = 20240520
+HEADER_BYTES = 256 * 4
+
+
+# prepare.py names its shards <split>_g<run>_<index>.bin, with a run number no file in the folder
+# has used, so
+# a run never overwrites the shards meta.json lists; <split>_<index>.bin are from before run numbers
+PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
+
+
+LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')  # of killed runs
+
+
+class ShardError(UsageError):
+    """A file that is not a complete token shard (truncated, corrupt, or something else entirely)."""
+
+
+def shard_header(ntok, dtype):
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # version 1: uint16 tokens, 2: uint32
+    return header.tobytes()
+
+
+def load_shard(path):
+    """The tokens of one shard as a read-only np.memmap, after checking the header against the file."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        raise ShardError(f"shard {path!r} not found") from None
+    if size < HEADER_BYTES:
+        raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
+                         "header; it is truncated, rerun prepare.py")
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    if header[0] != MAGIC:
+        raise ShardError(f"{path}: not a token shard (magic number {header[0]}, expected {MAGIC})")
+    if header[1] not in (1, 2):
+        raise ShardError(f"{path}: unknown shard version {header[1]} (1 = uint16 tokens, 2 = uint32)")
+    dtype = np.dtype(np.uint16 if header[1] == 1 else np.uint32)
+    ntok = int(header[2])
+    expected = HEADER_BYTES + ntok * dtype.itemsize
+    if ntok < 0 or size != expected:
+        raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file "
+                         f"has {size} bytes; it is truncated or corrupt, rerun prepare.py")
+    if ntok == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
+
+
+def find_shards(data_dir, split):
+    """The shard paths of `split`: those meta.json lists, else (no meta.json: raw llm.c shards) the sorted
+    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names). UsageError if
+    there are none, or if the folder is one a prepare.py run did not finish (see read_meta)."""
+    meta = read_meta(data_dir)
+    if meta and 'shards' in meta:  # only these: the files of a run that did not finish stay invisible
+        paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
+        missing = next((p for p in paths if not os.path.isfile(p)), None)
+        if missing:
+            raise UsageError(f"{missing} is listed in meta.json but missing; rerun prepare.py")
+        if paths:
+            return paths
+    else:  # a meta.json without a shard list (written by hand) ignores the numbered runs' shards
+        for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
+            paths = sorted(p for p in glob.glob(os.path.join(glob.escape(data_dir), pattern))
+                           if not (meta and re.fullmatch(r'\w+_g\d+_\d{6}\.bin', os.path.basename(p))))
+            if paths:
+                return paths
+    raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
+                     f"(python prepare.py writes data/pydoc_char)")
+
+
+def open_dataset(data_dir):
+    """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a UsageError that
+    names the prepare.py command to run."""
+    if not os.path.isdir(data_dir):
+        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` first "
+                         f"or pass --data_dir=...")
+    meta = read_meta(data_dir)
+    problem = meta and tokenizer_problem(meta)
+    if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
+        raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+    return meta, {split: find_shards(data_dir, split) for split in ('train', 'val')}
+
+
+def meta_problem(meta):
+    """What is wrong with a parsed meta.json, or None."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    vocab = meta.get('vocab_size')
+    if type(vocab) is not int or vocab <= 0:
+        return f"has vocab_size={vocab!r}, not a positive integer"
+    eot = meta.get('eot_token')
+    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
+        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
+    shards = meta.get('shards', {'train': [], 'val': []})
+    if not (isinstance(shards, dict) and all(
+            isinstance(shards.get(s), list) and all(isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n)
+                                                    for n in shards[s]) for s in ('train', 'val'))):
+        return "has a malformed shard list (expected shards = {'train': [file names], 'val': [file names]})"
+    top = meta.get('max_id', {})
+    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
+        return f"has a malformed max_id {top!r}"
+    for split, i in top.items():
+        if i >= vocab:
+            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
+    return None
+
+
+def read_meta(data_dir):
+    """The parsed data_dir/meta.json after checking its structure, or None when there is none (raw llm.c
+    shards). A folder with prepare.py's shard names but no meta.json is what an older prepare.py left when
+    it failed half-way: UsageError, rather than reading it as raw shards."""
+    path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(path):
+        try:
+            ours = sorted(n for n in os.listdir(data_dir) if PREPARED.fullmatch(n))
+        except OSError:
+            ours = []  # no folder: find_shards says so
+        if ours:
+            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no "
+                             "meta.json: a prepare.py run did not finish; rerun prepare.py (raw "
+                             "llm.c shards are named like fineweb_train_000001.bin)")
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            meta = json.load(f)
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{path} is unreadable ({e}); rerun prepare.py") from None
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path} {problem}; rerun prepare.py")
+    return meta
+
+
+def prepare_command(data_dir):
+    """The prepare.py command that writes `data_dir` (prepare.py's default is data/<corpus>_<tokenizer>)."""
+    corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
+    if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
+        out = '' if os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B') else f" --out_dir={data_dir}"
+        return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
+    if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
+        return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
+    args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []
+    default = 'byte' if corpus == 'stdlib' else 'char'
+    tok = tok or default
+    if tok != default:
+        args.append(f"--tokenizer={tok}")
+    if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
+        args.append(f"--out_dir={data_dir}")
+    return ' '.join(['python prepare.py', *args])
+
+
+# what in meta.json says which data it is (not the shard files' names, the command that wrote them,
+# nor fields a later prepare.py may add)
+DATA_FIELDS = ('tokenizer', 'vocab_size', 'source', 'split', 'tokens', 'bytes')
+
+
+def fingerprint(meta):
+    """12 hex digits naming the data a meta.json describes (tokenizer, source, split, token counts) and
+    not where it lies or which prepare.py run wrote it: two folders prepared from the same text agree,
+    another corpus with the same tokenizer does not. None for raw shards (no meta.json)."""
+    if meta is None:
+        return None
+    what = {k: meta.get(k) for k in DATA_FIELDS}
+    source = what['source'] if isinstance(what['source'], dict) else {}
+    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}  # where it was found
+    if 'sha256' not in source:  # a source with no hash of its own (a folder of text): its tokens' hash
+        what['token_sha256'] = meta.get('token_sha256')
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def describe_data(meta, data_dir=None):
+    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': which data a meta.json
+    describes, in a few words; 'data 0123456789ab' (its fingerprint) where it names no source."""
+    if meta is None:
+        return f"raw shards{f' in {data_dir}' if data_dir else ''}"
+    source = meta.get('source') if isinstance(meta.get('source'), dict) else {}
+    sha = source.get('sha256') and f"sha256 {source['sha256'][:12]}"
+    about = ', '.join(v for v in (source.get('python'), sha) if v)
+    name = source.get('name') or f"data {fingerprint(meta)}"
+    return f"{name}{f' ({about})' if about else ''}" + (f" in {data_dir}" if data_dir else '')
+
+
+# -----------------------------------------------------------------------------
+# writing a dataset folder: new shards beside the old, then one atomic switch
+
+
+class DatasetWriter:
+    """
+    A new dataset in `out_dir`, committed in one step or not at all:
+        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:   # open
+            w.add('train', ids) ...                                       # shards of a new generation
+            w.commit(meta)                                                # meta.json lists them: the switch
+    Leaving the block without commit() (an error, Ctrl-C) removes what this run wrote (discard), and
+    the folder keeps its old dataset. One run at a time: the folder is locked for the block (a
+    second prepare.py into it is refused with one line naming the first). Shards are named
+    <split>_g<run>_<index>.bin with a run number no file in the folder has used, invisible to
+    readers until meta.json lists them (their header says 0 tokens until complete). Any OSError
+    becomes a one-line UsageError naming the file.
+    """
+
+    def __init__(self, out_dir, *, dtype, shard_tokens):
+        self.out_dir, self.dtype, self.limit = out_dir, np.dtype(dtype), shard_tokens
+        self.created, self.paths, self.committed = [], [], False  # folders and files this run made
+        self.done = {'train': [], 'val': []}  # names of complete shards
+        self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
+        self.max_id = {}
+        self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens, in order
+        self.f, self.split, self.n = None, None, 0  # the shard being written
+        self.lock = None
+
+    def __enter__(self):
+        self.created = makedirs(self.out_dir)
+        try:
+            self.lock = lock_folder(self.out_dir, 'a dataset')
+        except UsageError:
+            self.discard()
+            raise
+        try:
+            old = read_meta(self.out_dir)
+        except UsageError:  # unreadable or half-written: replaced below, nothing in it is listed to keep
+            old = None
+        if old and 'shards' in old:  # what killed runs left takes space the new shards need
+            self.remove_stale(listed(old))
+        try:
+            names = os.listdir(self.out_dir)
+        except OSError as e:
+            raise UsageError(f"cannot read --out_dir={self.out_dir!r}: {e.strerror or e}") from None
+        # 1 + the highest run number among the folder's shard names: the new shards collide with
+        # nothing
+        self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m), default=0)
+        return self
+
+    def add(self, split, ids, nbytes):
+        """Append token ids to `split`; `nbytes`: the bytes of text they stand for (for bits per byte)."""
+        self.bytes[split] += nbytes
+        if len(ids):
+            self.max_id[split] = max(self.max_id.get(split, -1), int(ids.max()))
+        try:
+            while len(ids):
+                if self.f is not None and self.split != split:
+                    self.close_shard()
+                if self.f is None:
+                    name = f"{split}_g{self.run}_{len(self.done[split]):06d}.bin"
+                    self.paths.append(os.path.join(self.out_dir, name))
+                    self.f, self.split = open(self.paths[-1], 'wb'), split
+                    self.f.write(shard_header(0, self.dtype))
+                take = ids[:self.limit - self.n]
+                data = take.astype(self.dtype, copy=False).tobytes()
+                self.sha[split].update(data)
+                self.f.write(data)
+                self.n, ids = self.n + len(take), ids[len(take):]
+                if self.n == self.limit:
+                    self.close_shard()
+        except OSError as e:
+            raise write_error(self.paths[-1], e) from None
+
+    def close_shard(self):
+        if self.f is None:
+            return
+        try:
+            self.f.seek(0)
+            self.f.write(shard_header(self.n, self.dtype))
+            self.f.flush()
+            os.fsync(self.f.fileno())  # the data is on disk before meta.json names it
+            self.f.close()
+        except OSError as e:
+            raise write_error(self.paths[-1], e) from None
+        self.done[self.split].append(os.path.basename(self.paths[-1]))
+        self.tokens[self.split] += self.n
+        self.f, self.n = None, 0
+
+    def commit(self, meta):
+        """Complete `meta` with the shard list and counts and make it the folder's meta.json: until that
+        rename the readers see only the old dataset; from it on, only the new one. Then the old shards go."""
+        self.close_shard()
+        per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
+        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte, max_id=self.max_id, run=self.run,
+                    shards=self.done, token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
+        fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
+        atomic_write(os.path.join(self.out_dir, 'meta.json'),
+                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+        self.committed = True
+        fsync_dir(self.out_dir)  # the new meta.json is durable before the old shards go
+        self.remove_stale(listed(meta))
+        return meta
+
+    def __exit__(self, kind, e, tb):
+        try:
+            return self.finish(kind, e)
+        finally:
+            if self.lock is not None:
+                os.close(self.lock)
+
+    def finish(self, kind, e):
+        if self.committed or kind is None:
+            return False
+        try:  # ^C can land just after the rename: then the new dataset is the folder's
+            if (read_meta(self.out_dir) or {}).get('run') == self.run:
+                return False
+        except UsageError:
+            pass
+        self.discard()
+        if isinstance(e, OSError):  # reading the input, say; writing the shards raises UsageError
+            raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
+        return False
+
+    def discard(self):
+        """Remove every file and folder this run made. Closing may raise again (a full disk fails the
+        flush of what is still buffered), and is only a means to the removal."""
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            self.f = None
+        for path in self.paths:
+            try:
+                os.remove(path)
+            except OSError:
+                pass  # gone already, or not removable: invisible anyway, the next run removes it
+        for d in self.created:
+            try:
+                os.rmdir(d)  # only if empty
+            except OSError:
+                pass
+
+    def remove_stale(self, keep):
+        """Remove prepare.py's files that meta.json does not list: the previous dataset once the new one
+        is committed, and what killed runs left. A file that will not go stays (invisible) for the next run."""
+        try:
+            names = os.listdir(self.out_dir)
+        except OSError:
+            return
+        for name in names:
+            if (PREPARED.fullmatch(name) or LEFTOVER.fullmatch(name)) and name not in keep:
+                try:
+                    os.remove(os.path.join(self.out_dir, name))
+                except OSError as e:
+                    print(f"prepare: could not remove {name} ({e.strerror}); the next run will", file=sys.stderr)
+
+
+def listed(meta):
+    return {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
+
+
+def makedirs(path):
+    """os.makedirs, returning the directories it created (so a failed run can remove them)."""
+    created, p = [], os.path.abspath(path)
+    while not os.path.exists(p):
+        created.append(p)
+        p = os.path.dirname(p)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out_dir={path!r} is a file")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:  # a file in the way, no permission, a read-only or virtual file system
+        for d in filter(os.path.isdir, created):  # deepest first
+            os.rmdir(d)
+        raise UsageError(f"cannot create directory {path!r}: {e.strerror or e}") from None
+    return created
 
 
 if __name__ == "__main__":

@@ -32,6 +32,94 @@ runs.
 import os
 import signal
 
+# -----------------------------------------------------------------------------
+# the table and plot of a results file
+
+
+def best_runs(records):
+    """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
+    fewest steps to stop_acc among runs that solved), for every config a record stands for."""
+    best = {}
+    for r in records:
+        score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
+        for name in r.get('configs', [r['config']]):
+            cell = (name, r.get('view', 'block'), r['width'], r['T'], r['N'])
+            if cell not in best or score > best[cell][0]:
+                best[cell] = (score, r)
+    return {cell: r for cell, (_, r) in best.items()}
+
+
+def probe_table(records):
+    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over learning
+    rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
+    best = best_runs(records)
+    if not best:
+        return "(no runs yet)"
+    rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
+    cols = sorted({cell[3:] for cell in best})
+    out = ['| config | view | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
+           '|---|---|---:|---:|' + '---:|' * len(cols)]
+    for c, view, w in rows:
+        cells, params = [], set()
+        for T, N in cols:
+            r = best.get((c, view, w, T, N))
+            if r is None:
+                cells.append('–')
+                continue
+            params.add(r['params'])
+            solved = f" ({r['solved_at']:,} steps, lr {r['lr']:g})" if r.get('solved_at') is not None else ''
+            cells.append(f"{r['acc']:.2f}{solved}")
+        p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
+        shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
+        first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
+        same = f" (= {first})" if first != c and view == 'mixer' else ''
+        out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
+    return '\n'.join(out)
+
+
+def plot_probe(records, png):
+    """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
+    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The last
+    panel: held-out accuracy during training at the smallest cell."""
+    plt = pyplot()
+    best = best_runs(records)
+    if plt is None or not best:
+        return False
+    Ts = sorted({cell[3] for cell in best})
+    configs = sorted({cell[0] for cell in best}, key=arch_key)
+    fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
+    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    for ax, T in zip(axes[0][:-1], Ts):
+        for ci, c in enumerate(configs):
+            for view, style in (('mixer', '-'), ('block', '--')):
+                for w in sorted({cell[2] for cell in best}):
+                    pts = sorted((cell[4], r['acc']) for cell, r in best.items() if cell[:4] == (c, view, w, T))
+                    if pts:
+                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)], linestyle=style,
+                                label=f"{c} {view} d={w}")
+        Ns = sorted({cell[4] for cell in best if cell[3] == T})
+        ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
+        ax.set_xscale('log', base=2)
+        ax.set_title(f"T = {T}")
+        ax.set_ylim(-0.02, 1.02)
+    ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
+    for ci, c in enumerate(configs):
+        for view, style in (('mixer', '-'), ('block', '--')):
+            r = best.get((c, view, *first[2:]))
+            if r:
+                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
+                        linestyle=style)
+    ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
+    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = {first[2]}", fontsize=9)
+    for ax, xlabel in zip(axes[0], ['key-value pairs N'] * len(Ts) + ['training step']):
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel('MQAR accuracy (held out)')
+    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
+                       bbox_to_anchor=(1.0, 0.5))
+    return save_png(fig, png)
+
+
 if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
@@ -50,11 +138,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from configurator import UsageError, keys_given, numbers, parse_config, require, run_main, split_flags
-from jobs import Stopper
-from model import GPT, GPTConfig
-from results import append_record, arch_key, check_writable, config_paths, plot_probe, probe_table, read_results
-from runtime import TrainConfig, duration
+from configurator import (UsageError, config_paths, keys_given, numbers, parse_config, require, run_main,
+                          split_flags)
+from guards import duration
+from model import GPTConfig, GPT
+from report import pyplot, save_png
+from stats import append_record, arch_key, check_writable, read_results
+from sweep import Stopper
+from train import TrainConfig
+
 
 FILLER = 0  # the pad token between queries; never a key or a value
 VIEWS = ('mixer', 'block')

@@ -10,9 +10,9 @@ alone.
 
 The checkpoint carries the model's GPTConfig ('model_args'; fields an older checkpoint lacks take
 today's defaults) and the data's meta.json ('meta'), so sampling needs neither the config file nor
-the data directory. Every block type decodes incrementally (model.py's DecodeCache);
+the data directory. Every block type decodes incrementally (model.py's DecodeCache, here's stream);
 --use_cache=False re-runs the whole window for each token, to compare. On a GPU, --compile records
-the one-token step as a CUDA graph once and replays it (model.py's CapturedStep: no per-token kernel
+the one-token step as a CUDA graph once and replays it (CapturedStep below: no per-token kernel
 launches, ready after one step, no torch.compile wait); elsewhere it says so and changes nothing. The text goes to stdout,
 everything else (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt`
 keeps only text.
@@ -24,18 +24,23 @@ if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes s
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
+import glob
 import math
 import sys
 import time
 from dataclasses import dataclass
 
 import torch
+from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
 from configurator import UsageError, help_text, parse_config, run_main
-from model import CapturedStep
-from runtime import (DTYPES, TrainConfig, autocast_context, decode_threads, resolve_device,
-                     resolve_dtype)
+from guards import load_checkpoint, model_from_checkpoint, peek
+from model import DecodeCache
+from prepare import read_meta
+from tokenizer import load_tokenizer
+from train import DTYPES, TrainConfig, autocast_context, resolve_device, resolve_dtype
+
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
 USAGE = "python sample.py [config.py] [--key=value ...]"
@@ -186,7 +191,7 @@ def main(argv):
         print(f"threads: {threads} ({why}; --threads=N chooses)", file=sys.stderr)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    tokens = model.stream(x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
+    tokens = stream(model, x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
                           top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator,
                           fixed=step is not None, step=step)
     out = sys.stdout
@@ -213,6 +218,205 @@ def main(argv):
           f"batch {cfg.num_samples})",
           file=sys.stderr)
     torch.set_num_threads(threads_before)
+
+
+# -----------------------------------------------------------------------------
+# which run, and its tokenizer
+
+
+def checkpoint_path(out_dir, *, verb='sampling'):
+    """out_dir/ckpt.pt; with no out_dir, a run in this folder (out*/ckpt.pt): the newest that finished its
+    training (the run just trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), else
+    the newest, named on stderr as the run `verb` reads (None: said by the caller, later)."""
+    if out_dir:
+        return os.path.join(out_dir, 'ckpt.pt')
+    runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
+    if not runs:
+        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
+                         "python train.py configs/quick.py: about two minutes on a CPU) or pass "
+                         "--out_dir=the/run")
+    finished = [p for p in runs if (peek(p) or {}).get('finished')]
+    chosen = (finished or runs)[0]
+    if verb:
+        names = ', '.join(os.path.dirname(p) for p in runs)
+        others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
+        which = "the newest finished run" if finished else "the newest run (none here finished its training)"
+        print(f"no --out_dir given: {verb} {which} here{others}: {os.path.dirname(chosen)}", file=sys.stderr)
+    return chosen
+
+
+def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE ranks
+    file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
+    meta = ckpt.get('meta')
+    if meta is None:  # an older checkpoint: the data directory it names, if it is still there
+        data_dir = (ckpt.get('config') or {}).get('data_dir')
+        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
+    if meta is None:
+        if vocab_size < 50257:
+            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
+                             "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
+                             "trained on")
+        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
+        # 50304
+        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
+              "shards)", file=sys.stderr)
+        meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
+    data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
+    look_in = [d for d in dict.fromkeys([out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.'])
+               if d and os.path.isdir(d)]
+    tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
+    if tok.vocab_size > vocab_size:
+        raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
+                         f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
+                         "its model")
+    return tok
+
+
+# -----------------------------------------------------------------------------
+# decoding: the cached stream of tokens, sampling, the CUDA-graph step
+
+
+# Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
+# on an H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
+# (bench.py).
+DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+@torch.no_grad()
+def stream(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+           use_cache=True, generator=None, fixed=False, step=None, cache=None):
+    """
+    Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
+    block_size are cropped to their last block_size tokens. With use_cache, each step feeds
+    one token through a DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
+    call, e.g. a CapturedStep; `cache`: one to reuse, emptied first, so a step recorded on it
+    in an earlier call is replayed at once); once the window is full the positions shift, so
+    the cropped window is re-encoded, exactly as the uncached path would see it.
+    """
+    if cache is not None and cache.fixed != fixed:
+        raise ValueError(f"a cache with fixed={cache.fixed} given to stream(fixed={fixed})")
+    cache = cache if cache is not None else DecodeCache(model.config.n_layer, fixed=fixed)
+    filled, bs = 0, model.config.block_size
+    for _ in range(max_new_tokens):
+        with sdpa_kernel(DECODE_SDPA):
+            if not use_cache:
+                logits, _ = model(idx[:, -bs:])
+            elif not filled or filled >= bs:  # the start, or the window slid: (re-)encode it
+                cache.reset()
+                logits, _ = model(idx[:, -bs:], cache=cache)
+                filled = min(idx.size(1), bs)
+            else:  # the token sampled last: (B, 1) of strides (1, 1) at every step and batch size
+                # (a slice of idx would carry idx's growing row stride: a recompile per token)
+                logits, _ = (model if step is None else step)(idx_next, cache=cache)
+                filled += 1
+        idx_next = sample_next(logits[:, -1, :].float(), temperature, top_k, top_p, generator)
+        idx = torch.cat((idx, idx_next), dim=1)
+        yield idx_next
+
+
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+             use_cache=True, generator=None, fixed=False):
+    """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
+    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator, fixed))
+    return torch.cat([idx, *new], dim=1)
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """One token per row from logits (B, V): greedy at temperature 0, else top-k then nucleus (top-p)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    # the largest logit moved to 0 first: a tiny temperature then gives -inf, not inf - inf = nan
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        v, _ = torch.topk(logits, top_k)
+        logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        # drop a token when the tokens ranked above it already cover top_p (the first always stays)
+        drop = probs.cumsum(dim=-1) - probs >= top_p
+        logits = logits.masked_fill(drop.scatter(1, order, drop), -float('inf'))
+    probs = F.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
+class CapturedStep:
+    """
+    The one-token call of a fixed-shape DecodeCache, recorded once as a CUDA graph and replayed for
+    every later token: no Python and no kernel launches per token but the replay's. `fn` is the
+    model (its eager kernels are recorded: ready in about one call) or the model compiled without
+    CUDA graphs of its own (fewer, fused kernels, after a compile). Call it as the model:
+    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1); logits live in the graph's
+    output buffer, overwritten by the next replay.
+
+    Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
+    saved before them and loaded back after, so they leave no trace. The graph reads and writes the
+    cache's tensors where they were when it was recorded: a call with another cache, or with this one's
+    tensors moved (reallocated for another batch size), records again (`records` counts them);
+    stream(cache=...) empties one cache in place, so a later sequence replays at once. Autocast's
+    weight cache is off while recording (weights cast once outside the graph would be read from freed
+    memory), so the casts are part of the graph.
+    """
+
+    def __init__(self, fn, warmup=3):
+        self.fn, self.warmup, self.graph, self.recorded_on, self.records = fn, warmup, None, None, 0
+
+    def __call__(self, idx, targets=None, cache=None):
+        if targets is not None or cache is None or not cache.fixed:
+            raise ValueError("CapturedStep runs one decoding step: step(idx_next, cache=DecodeCache(n, fixed=True))")
+        if cache.step is None:
+            raise ValueError("CapturedStep needs a cache that holds a prompt: run the model on it first")
+        with torch.cuda.device(idx.device):  # streams and the graph on the model's GPU, not GPU 0
+            if self.recorded_on != self._where(idx, cache):
+                self._record(idx, cache)
+            self.idx.copy_(idx)
+            self.graph.replay()
+        return self.logits, None
+
+    @staticmethod
+    def _where(idx, cache):
+        return id(cache), idx.shape, [t.data_ptr() for t in cache._state()]
+
+    def _record(self, idx, cache):
+        autocast = torch.autocast('cuda', dtype=torch.get_autocast_dtype('cuda'),
+                                  enabled=torch.is_autocast_enabled('cuda'), cache_enabled=False)
+        self.idx, self.graph, self.recorded_on = idx.clone(), torch.cuda.CUDAGraph(), None
+        saved = cache.save()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), autocast:
+            for _ in range(self.warmup):
+                self.fn(self.idx, cache=cache)
+                cache.load(saved)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(self.graph), autocast:  # recorded, not run: the cache is as saved
+            self.logits, _ = self.fn(self.idx, cache=cache)
+        self.recorded_on, self.records = self._where(idx, cache), self.records + 1
+
+
+def decode_threads(model, prompt, *, given=0, device_type='cpu'):
+    """(intra-op threads for decoding, why): `given` (a flag), else OMP_NUM_THREADS when set, else the
+    fastest of 1, 2, 4, ... cores at decoding 16 tokens from `prompt` with the cache, measured after a
+    warm-up: at batch 1 a token's small matmuls run slower on many threads than on one (a busy CPU
+    makes it worse). Sets it, and leaves the GPU alone (None there)."""
+    if device_type != 'cpu':
+        return None, 'a GPU decodes'
+    if given or os.environ.get('OMP_NUM_THREADS'):
+        threads = given or torch.get_num_threads()
+        torch.set_num_threads(threads)
+        return threads, '--threads' if given else 'OMP_NUM_THREADS'
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    speed = {}
+    for n in sorted({min(2 ** k, cores) for k in range(cores.bit_length())}):
+        torch.set_num_threads(n)
+        generate(model, prompt, 4, temperature=0)  # warm-up at this thread count
+        t0 = time.perf_counter()
+        generate(model, prompt, 16, temperature=0)
+        speed[n] = 16 / (time.perf_counter() - t0)
+    best = max(speed, key=speed.get)
+    torch.set_num_threads(best)
+    return best, "measured: " + ', '.join(f"{n}: {v:,.0f} tok/s" for n, v in speed.items())
 
 
 if __name__ == "__main__":

@@ -32,12 +32,12 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
-import collections
 import dataclasses
 import hashlib
 import json
 import math
 import platform
+import runpy
 import shutil
 import subprocess
 import sys
@@ -48,28 +48,43 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checkpoint import config_from_dict, peek, read_jsonl
-from corpus import read_hellaswag, sha256_file
-from configurator import (UsageError, exec_config_file, keys_given, numbers, parse_config, require, run_main,
-                          split_flags)
-from data import describe_data, fingerprint, open_dataset, read_meta
-from tokenizer import tokenizer_problem
-from jobs import Stopper, check_claimable, claim, release
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
+    fcntl = None
+
+from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder, numbers,
+                          parse_config, require, run_main, split_flags)
+from guards import config_from_dict, peek
+from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops, count_params
-from results import (ARCH, BUDGET, DEFAULTS, SHAPE, differing, ends_table, eval_noise_line, schedule_groups, schedule_tables, setting, HELLASWAG_COLUMN, SCALING_COLUMNS, SUMMARY_COLUMNS, append_record, best_lr,
-                     check_writable, config_paths, groups, markdown_table, plot_curves, plot_regime, plot_scaling,
-                     plot_sweep, pyplot, read_many, read_results, regime_groups, regime_tables, run_id, save_png, scaling_rows,
-                     summary_rows, table_columns, transfer_groups, transfer_tables, tuned_lrs, with_time)
-from runtime import TrainConfig, resolve_device
+from prepare import open_dataset, describe_data, fingerprint, read_meta, sha256_file
+from report import RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log, run_summary
+from stats import ARCH, append_record, best_lr, check_writable, read_results, run_id, tuned_lrs
+from train import TrainConfig, resolve_device
+
+
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
+
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 TRAIN = os.path.join(HERE, 'train.py')
-EVAL = os.path.join(HERE, 'eval.py')
+
+
+EVAL = os.path.join(HERE, 'hellaswag.py')
+
+
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
+
+
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
 LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'eval_interval')
+
+
 EVALS = 8  # evaluations per run (a curve to draw) unless --eval_interval is given
 
 
@@ -87,7 +102,7 @@ class SweepConfig:
     max_flops: list = field(default_factory=list)   # budget(s): equal training FLOPs (GPT.flops_per_token x tokens)
     max_seconds: float = 0.0    # budget: equal training seconds
     recipe: str = ''            # a config file applied after each architecture config (configs/_fineweb124m.py)
-    hellaswag: str = ''         # score each finished run on this HellaSwag jsonl (eval.py): a column ('' = none)
+    hellaswag: str = ''         # score each finished run on this HellaSwag jsonl (hellaswag.py): a column ('' = none)
     hellaswag_limit: int = 0    # with --hellaswag: its first N items only (0 = all)
     jobs: int = 1               # runs at once, each with cores/jobs threads
     results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl; --report: a,b reads several
@@ -108,6 +123,8 @@ class SweepConfig:
 # 64-byte context (where gMLP's spatial weights let it match gpt's parameters), 100 iterations
 QUICK = dict(configs=['gpt', 'llama', 'gmlp'], max_iters=['100'], seeds=2, learning_rate=['2e-3', '4e-3'],
              sizes=['1x32', '2x64'], jobs=2)
+
+
 QUICK_TRAIN = ['--eval_iters=10', '--block_size=64']
 
 
@@ -125,9 +142,6 @@ class Plan:
     branch_at: int = 0  # wsd: the iteration where its cooldown starts
     derived: dict = field(default_factory=dict)  # settings the sweep chose for it (neither given nor the recipe's)
 
-
-# -----------------------------------------------------------------------------
-# planning: which runs a sweep makes
 
 def parse_size(text):
     """'4x128' -> (n_layer 4, n_embd 128, n_head 4): heads of 32 channels."""
@@ -340,45 +354,6 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
     return out
 
 
-# -----------------------------------------------------------------------------
-# running: train.py processes, a record appended as each run finishes
-
-def read_log(run_dir):
-    path = os.path.join(run_dir, 'log.jsonl')
-    if not os.path.isfile(path):
-        raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
-    return read_jsonl(path)
-
-
-def read_config(run_dir):
-    """A run's config.json as a dict, or a one-line UsageError naming what is wrong with it."""
-    path = os.path.join(run_dir, 'config.json')
-    try:
-        with open(path, encoding='utf-8') as f:
-            config = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished "
-                         "train.py out_dir?") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
-    return config
-
-
-def run_summary(run_dir):
-    rows = read_log(run_dir)
-    evals = [r for r in rows if 'val_loss' in r]
-    last = rows[-1] if rows else {}
-    config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
-    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
-    return dict(run=os.path.basename(os.path.normpath(run_dir)),
-                final_val=evals[-1]['val_loss'] if evals else None,
-                best_val=min(r['val_loss'] for r in evals) if evals else None,
-                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
-                seconds=last.get('train_s', last.get('elapsed_s')),
-                ms_per_iter=(1000 * last['train_s'] / last['iter'])
-                if last.get('train_s') and last.get('iter') else None, params=params)
-
-
 def describe_corpus(data_dir):
     """What a run trained on, in a few words (data.describe_data), or '?' where meta.json is unreadable."""
     try:
@@ -432,7 +407,8 @@ class Sweep:
     def train(self, cmd, resume):
         """Run train.py; (ok, why): why a run did not end as asked, or None."""
         t0 = time.time()
-        proc = self.stopper.run(cmd + (['--init_from=resume'] if resume else []), env=self.env)
+        child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]  # train.py, through run_child
+        proc = self.stopper.run(child + (['--init_from=resume'] if resume else []), env=self.env)
         if proc is None:
             return False, None
         if proc.returncode and self.stopper:
@@ -522,7 +498,7 @@ class Sweep:
                 return self.note(plan, None, f"{plan.run_dir} ended at iter {state.get('iter_num')} without "
                                              f"finishing its {plan.iters} iterations; not recorded")
             record = record_of(plan, wall, branched)
-            if 'hellaswag' in plan.key:  # scored by eval.py before the run counts as recorded
+            if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
                 score, why = self.hellaswag(plan)
                 if score is None:
                     return self.note(plan, None, why)
@@ -533,7 +509,7 @@ class Sweep:
             release(fd)
 
     def hellaswag(self, plan):
-        """({hellaswag_acc_norm, hellaswag_acc, hellaswag_n}, None) from eval.py on the finished run, or
+        """({hellaswag_acc_norm, hellaswag_acc, hellaswag_n}, None) from hellaswag.py on the finished run, or
         (None, why)."""
         out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
         cmd = [sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
@@ -541,7 +517,7 @@ class Sweep:
                f"--device={plan.key['device']}"]
         proc = self.stopper.run(cmd, env=self.env)
         if proc is None or proc.returncode:
-            return None, 'stopped' if proc is None or self.stopper else f"eval.py failed: {last_line(proc)}"
+            return None, 'stopped' if proc is None or self.stopper else f"hellaswag.py failed: {last_line(proc)}"
         with open(out) as f:
             r = json.load(f)
         return {'hellaswag_acc_norm': r['acc_norm'], 'hellaswag_acc': r['acc'], 'hellaswag_n': r['n']}, None
@@ -630,166 +606,6 @@ def run_all(sweep, plans, results_path, stopper):
     return not runs.failed
 
 
-# -----------------------------------------------------------------------------
-# reporting: tables and plots from the results file alone (the statistics are results.py's)
-
-RUN_COLUMNS = [
-    ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
-    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'), ('tokens', 'tokens', '{:,}'),
-    ('seconds', 'train s', '{:.0f}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
-]
-
-
-def plot_runs(run_dirs, png):
-    """Val loss against tokens and against training seconds, one line per run; False without
-    matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for run_dir in run_dirs:
-        evals = [r for r in read_log(run_dir) if 'val_loss' in r]
-        label = os.path.basename(os.path.normpath(run_dir))
-        for ax, key in zip(axes, ('tokens', 'train_s')):
-            xs = [r.get(key, r.get('elapsed_s', 0)) for r in evals]
-            plot_curves(ax, xs, [[r['val_loss'] for r in evals]], label)
-    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss')
-
-
-def report(sweep, results_path, png, only=None):
-    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own), one
-    table per question: for each setting trained at several budgets, the regime view (val loss and rank,
-    the gaps to gpt and to llama, at every budget) and the table at its largest budget; every other
-    setting, its table; across shapes, the transfer view and the compute multipliers."""
-    records = [r for r in read_many(results_path) if only is None or run_id(r['key']) in only]  # --results=a,b: both
-    if not records:
-        raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
-    rows = with_time(summary_rows(records))
-    if sweep.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
-    say = (lambda *a: None) if sweep.json else print
-    plotted, skipped, headings = [], [], Headings(rows)
-    # a report on a committed results file (results/) writes nothing into the repository unless --png says
-    # where (results/NAME.png to redraw the committed plots); any other results file: its plots beside it
-    committed = not sweep.png and any(os.path.abspath(p).startswith(os.path.join(HERE, 'results', ''))
-                                      for p in results_path.split(','))
-
-    names = set()
-
-    def claim(name, r):
-        """`name`, or where another plot of this report has it (two corpora at one size), the same with r's
-        data folder in it, so that no plot is drawn over another."""
-        if name in names:
-            name = name.replace('.png', f"-{os.path.basename(os.path.normpath(r['data_dir']))}.png")
-        while name in names:
-            name = name.replace('.png', '-2.png')
-        names.add(name)
-        return name
-
-    def draws(name):
-        if committed:
-            skipped.append(name)
-        return not committed
-    regimes = regime_groups(rows)
-    for rs in regimes.values():  # does the ranking hold as training grows?
-        top = max(r['budget_value'] for r in rs)
-        span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
-        say(f"\n### {headings.of(rs[0], budget=span)}\n")
-        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, ± 95% t "
-            "interval:\n")
-        say(ends_table(rs) + "\n")
-        say(regime_tables(rs))
-        say(f"\nAt {rs[0]['kind']}={top:g}:\n")
-        say(table([r for r in rs if r['budget_value'] == top]))
-        name = claim(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png"), rs[0])
-        if draws(name) and plot_regime(rs, name, f"{headings.words(rs[0], budget=span)}: best lr of each "
-                                                 "grid at every budget"):
-            plotted.append(name)
-    in_regime = {r['context'] for rs in regimes.values() for r in rs}
-    for (context,), rs in groups(rows, 'context').items():  # one table per setting: configs compared on it
-        if context in in_regime:
-            continue
-        say(f"\n### {headings.of(rs[0])}\n")
-        say(table(rs))
-        name = claim(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
-            '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
-                    f"{headings.suffix(rs[0])}.png"), rs[0])
-        if draws(name) and plot_sweep(rs, name, headings.words(rs[0])):
-            plotted.append(name)
-    for rs in schedule_groups(rows).values():  # does a gap seen under one schedule hold under another?
-        where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
-        if schedule_tables(rs):
-            say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
-            say(schedule_tables(rs))
-    for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
-        table_text = transfer_tables(rs)
-        if table_text:
-            shapes = sorted({r['shape'] for r in rs}, key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
-            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, {rs[0]['schedule']} "
-                "schedule\n")
-            say(table_text)
-    for (_,), rs in groups(rows, 'scaling').items():
-        if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
-            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: its best "
-                "point at any size and budget)\n")
-            say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
-            name = claim(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
-                                             f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
-                                             f"{headings.suffix(rs[0])}-scaling.png"), rs[0])
-            if draws(name) and plot_scaling(rs, name, f"{headings.words(rs[0], size=False, budget=False)}: "
-                                                      "final val loss against training FLOPs"):
-                plotted.append(name)
-    if skipped:
-        what = 'are committed results files' if ',' in results_path else 'is a committed results file'
-        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, and a report "
-              f"writes nothing into the repository unless told where: --png=somewhere/name.png (or "
-              f"--png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed plots)", file=sys.stderr)
-    for p in plotted:
-        print(f"plot: {p}", file=sys.stderr)
-    return rows
-
-
-def table(rows):
-    """A markdown table of rows compared on one setting: the columns that say something (see
-    results.table_columns), those that repeat one value named above it."""
-    columns, same = table_columns(rows, SUMMARY_COLUMNS + [HELLASWAG_COLUMN])
-    noise = eval_noise_line(rows, '')
-    return ((f"({', '.join(same)} in every row)\n\n" if same else '') + markdown_table(rows, columns)
-            + (f"\n\n{noise[0]}" if noise else ''))
-
-
-class Headings:
-    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and val
-    set, and every other setting in which it differs from another table those words describe alike;
-    `suffix`: the same as part of a plot file's name."""
-
-    def __init__(self, rows):
-        self.rows = {r['context']: r for r in rows}
-        self.settings = {c: setting(r['runs'][0], ARCH) for c, r in self.rows.items()}
-
-    @staticmethod
-    def words(r, size=True, budget=True):
-        """budget: True (the row's), False (none) or words (a span of budgets)."""
-        budget = r['budget'] if budget is True else budget
-        return ', '.join(p for p in (r['corpus'], size and f"size {r['size']}", budget,
-                                     r['optimizer'], f"{r['schedule']} schedule") if p)
-
-    def extra(self, r, size=True, budget=True):
-        """{setting: value} of r's in which it differs from another setting of the same words."""
-        drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
-        alike = [{k: v for k, v in self.settings[c].items() if k not in drop} for c, x in self.rows.items()
-                 if self.words(x, size, budget) == self.words(r, size, budget)]
-        mine = self.settings[r['context']]
-        return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
-
-    def of(self, r, size=True, budget=True):
-        more = ''.join(f", {k}={v}" for k, v in self.extra(r, size, budget).items())
-        return f"{self.words(r, size, budget)}{more}; val: {r['val_set'] or 'as each run evaluated'}"
-
-    def suffix(self, r):
-        return ''.join(f"-{k}{v}" for k, v in list(self.extra(r, False, False).items())[:2])
-
-
 def check_data(sweep, data_dirs):
     """Every config's data, once, before any run starts: a missing or broken dataset is one line naming the
     command that makes it (--quick makes the stdlib corpus it needs itself: a second, offline)."""
@@ -801,10 +617,7 @@ def check_data(sweep, data_dirs):
                                   capture_output=True, text=True)
             if proc.returncode:
                 raise UsageError(f"python prepare.py --dataset=stdlib failed: {last_line(proc)}")
-        meta, _, _ = open_dataset(data_dir)
-        problem = meta and tokenizer_problem(meta)
-        if problem:
-            raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+        open_dataset(data_dir)  # (its meta.json checked, the tokenizer it describes too)
 
 
 def announce(plans):
@@ -908,11 +721,157 @@ def main(argv):
         only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
         if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
             raise UsageError("every run failed (their lines above say why); nothing to report")
-    rows = report(sweep, results_path, png, only=None if sweep.report else only)
+    rows = sweep_report(sweep, results_path, png, only=None if sweep.report else only)
     if not ok:
         raise UsageError(f"some runs failed (see above); {results_path} keeps every finished run")
     return rows
 
 
+# -----------------------------------------------------------------------------
+# many runs as child processes: claims, and a stop that reaches every one
+
+
+class Stopper:
+    """
+    SIGINT / SIGTERM while the block runs (main thread): the first is noted, announced and sent on to
+    every running child, once; children run in sessions of their own, so a Ctrl-C at the terminal
+    reaches them only through this, never twice. A second signal is sent on too (the children abort)
+    and so on. `run` starts no child once stopped.
+    """
+
+    def __init__(self, *, what='runs', stopping=None):
+        self.signum, self.what, self.stopping = None, what, stopping  # stopping: what the first signal does
+        self.procs, self.lock, self.previous = set(), threading.Lock(), {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+    def __bool__(self):
+        return self.signum is not None
+
+    def on_signal(self, signum, frame):
+        again = self.signum is not None
+        self.signum = self.signum or signum
+        with self.lock:
+            procs = list(self.procs)
+        name = signal.Signals(signum).name
+        first = self.stopping or (f"{len(procs)} running {self.what} save their checkpoints and stop, none "
+                                  f"more starts; {name} again to abort them")
+        print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort" if again else
+                               f"stopping: {first}"), file=sys.stderr, flush=True)
+        for p in procs:
+            self.send(p, signum)
+
+    @staticmethod
+    def send(proc, signum):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:  # it has just exited
+            pass
+
+    def run(self, cmd, **kwargs):
+        """subprocess.run(cmd, capture stderr, stdout discarded) in a session of its own, stopped with this
+        process: a CompletedProcess, or None when stopped before it started."""
+        with self.lock:
+            if self.signum is not None:
+                return None
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True, **kwargs)
+            self.procs.add(proc)
+        try:
+            _, err = proc.communicate()
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+        return subprocess.CompletedProcess(cmd, proc.returncode, None, err)
+
+    def exit_code(self):
+        return 128 + self.signum
+
+
+def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
+    """Hold the lock file `path` (made if missing) until the returned fd is closed or the process ends
+    (the kernel drops a flock with its process: never stale). If another process holds it, say
+    `waiting` once and wait; None when `stopper` stops the wait. No flock (Windows): no claim."""
+    if fcntl is None:
+        return -1
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            pass
+        if stopper:
+            os.close(fd)
+            return None
+        if waiting and not said:
+            print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(poll_s)
+
+
+def release(fd):
+    if fd is not None and fd >= 0:
+        os.close(fd)
+
+
+def check_claimable(folder):
+    """A UsageError now if the claims folder cannot be made (before any run starts)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {folder!r} ({e.strerror}); pass --out_prefix=a/folder/you/can/write") from None
+
+
+# -----------------------------------------------------------------------------
+# a run as this sweep starts it: train.py, stopped by the sweep's death
+
+def run_child(argv):
+    """`python sweep.py --child train.py ARGS`, how Sweep starts each run: train.py as `python train.py
+    ARGS` would, and stopped by the sweep's death, even by SIGKILL, as SIGTERM stops it (it saves, exit
+    143): a run never trains on alone."""
+    stop_with_the_sweep()
+    sys.argv = argv
+    runpy.run_path(argv[0], run_name='__main__')
+
+
+def stop_with_the_sweep():
+    """Linux's parent-death signal (SIGUSR2: it comes once per thread of the dying sweep, so it cannot be
+    SIGTERM, whose second arrival aborts), turned into one SIGTERM: the run saves and stops (exit 143).
+    Before train.py takes SIGTERM, that ends the run at once: nothing to save."""
+    pid = os.environ.get('SWEEP_PID', '')
+    if not pid.isdigit() or not sys.platform.startswith('linux'):
+        return
+    try:
+        import ctypes
+        if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGUSR2):  # PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    died = []
+
+    def on_sweep_died(signum, frame):
+        if not died:
+            died.append(signum)
+            print("\nthe sweep that started this run has died: stopping after this step and saving a checkpoint",
+                  file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+    signal.signal(signal.SIGUSR2, on_sweep_died)
+    if os.getppid() != int(pid):  # the sweep died before the prctl above took effect
+        raise SystemExit(128 + signal.SIGTERM)
+
+
 if __name__ == '__main__':
-    run_main(main)
+    if sys.argv[1:2] == ['--child']:
+        run_child(sys.argv[2:])
+    else:
+        run_main(main)

@@ -16,6 +16,7 @@ import numpy as np
 
 from configurator import UsageError
 
+
 EOT = '<|endoftext|>'
 # tiktoken's GPT-2 (r50k_base) pre-tokenisation pattern, tiktoken_ext/openai_public.py
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""

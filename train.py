@@ -7,19 +7,15 @@ Train one of model.py's architectures on the token shards prepare.py writes.
     torchrun --standalone --nproc_per_node=8 train.py configs/gpt.py  # DDP: GPUs or CPU processes
 
 The loop has nanoGPT's shape: DDP only when torchrun sets RANK, autocast (GradScaler for float16
-only), gradient accumulation with the gradient all-reduce on the last micro-step only, the next
-batch fetched while the forward pass runs. What it adds to make comparisons fair and exact:
-- every batch is a pure function of (seed, iteration, global micro-step), so N processes with
-  accumulation A/N each draw exactly the batches one process with accumulation A draws, and a
-  resumed run draws those of a straight run (an A that N does not divide is rounded up to a
-  multiple of N, and the start says so: an iteration then holds more tokens);
-- stopping at equal tokens (max_tokens), FLOPs (max_flops) or training seconds (max_seconds,
-  evals excluded); each progress line shows the position against that budget and an ETA;
-- Ctrl-C (or SIGTERM) is acknowledged at once, cuts an evaluation short, saves and exits 130;
-  the checkpoint resumes exactly; a second Ctrl-C aborts;
-- out_dir/log.jsonl with tokens, train_s and MFU from each model's own FLOP count.
-The machinery lives in libraries named for what they do: runtime.py (settings, device, processes,
-signals, clock), checkpoint.py (what is saved and resumed, out_dir's files), data.py (batches).
+only), gradient accumulation with the all-reduce on the last micro-step only, the next batch fetched
+while the forward pass runs. What it adds to make comparisons fair and exact: every batch is a pure
+function of (seed, iteration, global micro-step), so N processes draw exactly the batches one
+process draws and a resumed run those of a straight run; budgets of tokens, FLOPs or training
+seconds; Ctrl-C saves a checkpoint that resumes bitwise; log.jsonl with tokens, seconds and MFU.
+Reading order: the settings and the lr schedule, device and processes, how a batch is drawn, what a
+checkpoint holds and how a run resumes, then main(), build() and train()'s loop in four steps. What
+guards a run (signals, budgets and the ETA, the nan stop, resume refusals, out_dir's files and
+prev/) is guards.py's: nobody needs to open it to follow a step, a checkpoint or a batch.
 """
 import os
 import signal
@@ -28,24 +24,398 @@ if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes s
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
+import datetime
 import math
+import random
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 import time
-from contextlib import nullcontext
-from types import SimpleNamespace
 
+import numpy as np
 import torch
+import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from checkpoint import (RunFiles, RunState, check_resumable, data_switch, load_checkpoint,
-                        make_checkpoint, restore, rng_state, set_rng_state)
-from configurator import UsageError, parse_config, run_main
-from data import Batches, bits_per_byte, open_dataset
-from model import GPT, GPTConfig
-from tokenizer import tokenizer_problem
-from runtime import (Distributed, NonFiniteWatch, Progress, StopSignals, TrainConfig,
-                     autocast_context, check_memory, config_text, duration, keep_output_from_stopping_the_run,
-                     micro_steps, peak_flops, resolve_device, resolve_dtype, stop_with_the_sweep, sync_device)
+from configurator import UsageError, parse_config, require, run_main
+from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite, check_memory, check_resumable,
+                    config_text, ddp_failed, duration, say_start, keep_output_from_stopping_the_run, load_checkpoint, load_weights, peak_flops)
+from model import GPT, GPTConfig, check_optimizer, matched_width
+from prepare import load_shard, open_dataset
 
+DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+SCHEDULES = ('cosine', 'wsd')
+PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+@dataclass
+class TrainConfig(GPTConfig):
+    """Every default of a run: the model's GPTConfig fields plus nanoGPT's training keys."""
+    # I/O
+    out_dir: str = 'out'               # where ckpt.pt, log.jsonl and config.json go
+    data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
+    init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+    new_data: bool = False             # resume on other data than the checkpoint's (fine-tuning); else refused
+    eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
+    eval_iters: int = 200              # batches per split and evaluation, the same ones every time
+    eval_seed: int = 0                 # draws the eval batches: one val set for every run and seed; -1: the run's seed
+    log_interval: int = 1              # iterations between progress lines / log rows
+    always_save_checkpoint: bool = True  # else save at evals only when val loss improves
+    # data
+    vocab_size: int = 0                # 0 = the data's (meta.json); for raw llm.c shards 50304
+    batch_size: int = 12               # micro-batch size of one process
+    gradient_accumulation_steps: int = 40  # global: divided among the processes
+    # optimizer; learning rate: linear warmup, then cosine decay (or warmup-stable-decay)
+    optimizer: str = 'adamw'           # 'adamw', or 'muon' (Muon for hidden 2-D matrices, AdamW the rest)
+    learning_rate: float = 6e-4        # peak learning rate, after warmup
+    max_iters: int = 600000            # stop after this many optimizer steps
+    weight_decay: float = 1e-1         # AdamW decoupled decay of >= 2-D weights
+    beta1: float = 0.9                 # AdamW first-moment decay
+    beta2: float = 0.95                # AdamW second-moment decay
+    grad_clip: float = 1.0             # 0 = no clipping
+    decay_lr: bool = True              # warmup + decay (lr_schedule); False = constant learning_rate
+    lr_schedule: str = 'cosine'        # 'cosine' to min_lr at lr_decay_iters, or 'wsd': constant, then cooldown
+    cooldown_frac: float = 0.2         # wsd: the cooldown's share of lr_decay_iters (1 - sqrt, to min_lr)
+    warmup_iters: int = 2000           # linear warmup steps
+    lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
+    min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
+    # budgets for comparing architectures at equal tokens or equal training time; 0 = no limit
+    max_tokens: int = 0                # stop after this many training tokens (equal-token budget)
+    max_seconds: float = 0.0           # counts train_s: time in training steps, evals excluded
+    max_flops: float = 0.0             # stop at this many training FLOPs (tokens x flops_per_token)
+    # system
+    device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
+    dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32), or one of DTYPES
+    compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
+    peak_flops: float = 0.0            # for MFU; 0 = the GPU's dense peak for dtype, by its name; none on CPU
+    ddp_timeout_s: float = 1800.0      # DDP: a process that waits this long on the others stops the run
+    seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
+
+    def __post_init__(self):
+        for name, allowed in (('init_from', ('scratch', 'resume')), ('dtype', DTYPES),
+                              ('lr_schedule', SCHEDULES)):
+            require(self, name, lambda v: v in allowed, f"is not one of {', '.join(allowed)}")
+        check_optimizer(self.optimizer)
+        require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters log_interval',
+                lambda v: v >= 1, "must be at least 1")
+        require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
+                lambda v: v >= 0, "must not be negative")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's generators: 64 bits
+        require(self, 'eval_seed', lambda v: -1 <= v < 2**63, "must be -1 (the run's seed) or in [0, 2**63)")
+        require(self, 'max_seconds max_flops weight_decay grad_clip min_lr peak_flops',
+                lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
+        require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
+        require(self, 'ddp_timeout_s', lambda v: 0 < v < math.inf, "must be a positive number of seconds")
+        require(self, 'beta1 beta2', lambda v: 0 <= v < 1, "must be in [0, 1)")
+        if self.min_lr > self.learning_rate:
+            raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
+        require(self, 'cooldown_frac', lambda v: 0 < v <= 1, "must be in (0, 1]")
+        if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
+            raise ValueError(f"lr_decay_iters={self.lr_decay_iters} must exceed warmup_iters="
+                             f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
+        if self.decay_lr and self.lr_schedule == 'wsd' and self.cooldown_start() < self.warmup_iters:
+            raise ValueError(f"lr_schedule='wsd': the cooldown (the last {self.cooldown_frac:g} of "
+                             f"lr_decay_iters={self.lr_decay_iters}) starts at iter "
+                             f"{self.cooldown_start()}, inside warmup_iters={self.warmup_iters}: "
+                             "lower warmup_iters or cooldown_frac, or raise lr_decay_iters")
+        # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
+        # (and with it whether match_params can match: train.py checks that once it knows)
+        model = GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
+        if self.vocab_size and self.match_params:
+            matched_width(model)
+
+    def model_args(self):
+        """The GPTConfig fields of this config, as a dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+    def val_seed(self):
+        """The seed the evaluation batches are drawn from: eval_seed, the same for every run (so two
+        seeds of one config, and two configs, are scored on the same text), or -1: the run's seed."""
+        return self.seed if self.eval_seed == -1 else self.eval_seed
+
+    def cooldown_start(self):
+        """wsd: the iteration where the cooldown begins (the lr is constant before it)."""
+        return self.lr_decay_iters - round(self.cooldown_frac * self.lr_decay_iters)
+
+    def lr_at(self, it):
+        """Learning rate at iteration `it`: linear warmup, then down to min_lr at lr_decay_iters, by a
+        cosine over the whole run, or ('wsd') constant and then a cooldown over its last part."""
+        if not self.decay_lr:
+            return self.learning_rate
+        if it < self.warmup_iters:
+            return self.learning_rate * (it + 1) / (self.warmup_iters + 1)
+        if it >= self.lr_decay_iters:
+            return self.min_lr
+        if self.lr_schedule == 'wsd':
+            # warmup-stable-decay (Hagele et al. 2024, arXiv:2405.18392): a run with the same lr
+            # before cooldown_start() is this run's prefix, so one constant-lr run can be branched
+            # into cooldowns of any length (sweep.py does). Their best cooldown shape: 1 - sqrt.
+            start = self.cooldown_start()
+            if it < start:
+                return self.learning_rate
+            coeff = 1.0 - math.sqrt((it - start) / (self.lr_decay_iters - start))  # 1 down to 0
+            return self.min_lr + coeff * (self.learning_rate - self.min_lr)
+        decay_ratio = (it - self.warmup_iters) / (self.lr_decay_iters - self.warmup_iters)
+        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 down to 0
+        return self.min_lr + coeff * (self.learning_rate - self.min_lr)
+
+
+# -----------------------------------------------------------------------------
+# device, precision, processes
+
+def resolve_device(name='auto'):
+    """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
+    if name == 'auto':
+        return 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        kind = None
+    if kind not in ('cpu', 'cuda', 'mps'):  # meta, hpu, ...: torch names them, this code does not run there
+        raise UsageError(f"device {name!r} is not one this code runs on; use auto, cpu, cuda, "
+                         "cuda:N or mps")
+    if kind != 'cpu' and not (torch.cuda if kind == 'cuda' else torch.backends.mps).is_available():
+        raise UsageError(f"device {name!r}: {kind.upper()} is not available here; use --device=cpu "
+                         "(or auto)")
+    return name
+
+
+def resolve_dtype(name, device_type):
+    """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
+    if name == 'auto':
+        if device_type != 'cuda':
+            return 'float32'
+        return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+    if name == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
+        raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or "
+                         "float32")
+    return name
+
+
+def autocast_context(device_type, dtype):
+    """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
+    dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.amp.autocast(device_type=device_type, dtype=dtype)
+
+
+def sync_device(device_type):
+    """Wait for queued GPU work, so that a clock read measures it."""
+    if device_type == 'cuda':
+        torch.cuda.synchronize()
+    elif device_type == 'mps':
+        torch.mps.synchronize()
+
+
+class Distributed:
+    """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
+    collective the loop needs, a no-op with one process. The master (rank 0) prints, logs and saves."""
+
+    def __init__(self):
+        self.ddp = int(os.environ.get('RANK', -1)) != -1
+        self.rank, self.local_rank = int(os.environ.get('RANK', 0)), int(os.environ.get('LOCAL_RANK', 0))
+        self.world = int(os.environ.get('WORLD_SIZE', 1))
+        self.master = self.rank == 0
+        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
+
+    def device(self, device):
+        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
+
+    @contextmanager
+    def running(self, device, timeout_s, ckpt_path):
+        """The process group for the run inside the block; the ranks leave together, and the group is
+        destroyed while the interpreter is alive. A process that waits timeout_s on the others (one
+        stopped, crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
+        if not self.ddp:
+            yield self
+            return
+        # imported before the group exists (DDP imports it through torch._dynamo): imported later, it
+        # binds the group as a default argument, keeps it alive past destroy_process_group, and its
+        # gloo threads, dying with the interpreter, abort a finished rank now and then
+        import torch.distributed.nn.functional as _  # noqa: F401
+        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
+        try:
+            if cuda:
+                torch.cuda.set_device(device)
+                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)  # a CPU all-reduce: no GPU sync
+            yield self
+            dist.barrier()  # none tears down its group while another still uses it
+        except RuntimeError as e:
+            ddp_failed(e, self, timeout_s, ckpt_path)  # a timeout or a lost peer: one line, exit 2
+            raise
+        finally:
+            dist.destroy_process_group()
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM):
+        if self.ddp:
+            dist.all_reduce(t, op=op)
+        return t
+
+    def agree(self, *flags):
+        """The flags OR-ed over the processes, so that every process stops at the same point."""
+        if not self.ddp:
+            return [bool(f) for f in flags]
+        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.ctrl)
+        return [bool(f) for f in t.tolist()]
+
+    def gather(self, obj):
+        """[obj of rank 0, obj of rank 1, ...] in every process."""
+        out = [obj] * self.world
+        if self.ddp:
+            dist.all_gather_object(out, obj)
+        return out
+
+
+def micro_steps(accumulation, world):
+    """Micro-steps of each process per iteration: gradient_accumulation_steps (global) over the
+    processes, rounded up where it does not divide (1 over 8 GPUs): then an iteration holds more."""
+    return -(-accumulation // world)
+
+
+# -----------------------------------------------------------------------------
+# batches: every one a pure function of (seed, key)
+
+class Batches:
+    """
+    Random windows of block_size + 1 tokens from memory-mapped shards, uniform over every window of
+    every shard. Batch `key` is a pure function of (seed, *key): each draw seeds a fresh numpy
+    Generator, so any process can draw any batch without drawing the ones before it (DDP ranks,
+    resumed runs) and the sampler has no state to save. Keys: (0, iteration, global micro-step) for
+    training, (1, k) for the k-th evaluation batch: never one of training's.
+    """
+
+    def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
+        self.shards = [load_shard(p) for p in paths]  # the format is prepare.py's
+        self.block_size, self.batch_size, self.seed, self.device = block_size, batch_size, seed, device
+        self.paths, self.check_vocab = paths, check_vocab  # ids >= the model's vocab_size: an IndexError
+        self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
+        self.ends = np.cumsum(self.starts)
+        if self.ends[-1] == 0:
+            split = os.path.basename(paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
+            longest = max(len(s) for s in self.shards)
+            raise UsageError(f"{os.path.dirname(paths[0])}: the {split} split holds no window of "
+                             f"block_size + 1 = {block_size + 1} tokens (its longest shard: "
+                             f"{longest:,}); lower block_size, or prepare more "
+                             f"text{' (or a larger --val_fraction)' if split == 'val' else ''}")
+
+    def get(self, *key):
+        rng = np.random.default_rng([self.seed, *key])
+        pos = rng.integers(self.ends[-1], size=self.batch_size)  # window index over all shards
+        shard = np.searchsorted(self.ends, pos, side='right')
+        start = pos - (self.ends[shard] - self.starts[shard])
+        T = self.block_size
+        xy = np.stack([self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]).astype(np.int64)
+        if self.check_vocab and xy.max() >= self.check_vocab:  # cheap: one small batch
+            bad = next(s for s, i in zip(shard, start) if self.shards[s][i:i + T + 1].max() >= self.check_vocab)
+            meta = os.path.join(os.path.dirname(self.paths[bad]), 'meta.json')
+            fix = (f"{meta} does not match its shards: rerun prepare.py" if os.path.exists(meta) else
+                   "pass a larger --vocab_size (GPT-2 shards: 50304)")
+            raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= "
+                             f"vocab_size={self.check_vocab}; {fix}")
+        xy = torch.from_numpy(xy)  # (B, T + 1)
+        x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets
+        if self.device.startswith('cuda'):  # pinned memory: the copy overlaps with compute
+            return (x.pin_memory().to(self.device, non_blocking=True),
+                    y.pin_memory().to(self.device, non_blocking=True))
+        return x.to(self.device), y.to(self.device)
+
+
+def run_batches(cfg, paths):
+    """A run's batches: training's from its seed; each split's evaluation batches from eval_seed, one val
+    set for every run (the same text scores every seed and config), unless eval_seed=-1."""
+    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device, check_vocab=cfg.vocab_size)
+    return (Batches(paths['train'], seed=cfg.seed, **shape),
+            {split: Batches(paths[split], seed=cfg.val_seed(), **shape) for split in ('train', 'val')})
+
+
+def bits_per_byte(meta, split, loss):
+    """A loss in nats per token as bits per byte of text: loss / ln 2 x the split's tokens per byte, which
+    prepare.py records, so that char, byte and BPE runs compare on one scale. None without that ratio
+    (raw shards, or a meta.json from before it was recorded: rerun prepare.py)."""
+    ratio = ((meta or {}).get('tokens_per_byte') or {}).get(split)
+    return None if ratio is None else loss / math.log(2) * ratio
+
+
+# -----------------------------------------------------------------------------
+# the checkpoint: what it holds, and how a run resumes exactly
+
+@dataclass
+class RunState:
+    """Where a run stands: saved in every checkpoint, restored on resume."""
+    iter_num: int = 0                 # optimizer steps taken
+    tokens_seen: int = 0              # training tokens, over every process
+    best_val_loss: float = math.inf
+    train_s: float = 0.0              # seconds in training steps (evaluations and checkpoints excluded)
+    elapsed_s: float = 0.0            # wall-clock seconds
+    evaluated_at: int = None          # the iteration of the last evaluation that ran to the end
+    saved_at: int = None              # the iteration of the last checkpoint: none is written twice
+    finished: bool = False            # the run reached its budget (not stopped by a signal or a crash)
+
+
+def make_checkpoint(model, optimizer, scaler, state, *, cfg, meta, rng):
+    """The dict ckpt.pt holds: the uncompiled model's weights and its config, so it loads without the
+    config file; the optimizer and the RunState, so it resumes; `rng`: every process's generators, and
+    where the batches stand (they are drawn by (seed, iteration, micro-step): nothing else to save)."""
+    for s in rng:
+        s['data'] = {'seed': cfg.seed, 'iter': state.iter_num}
+    return {'format_version': CHECKPOINT_FORMAT, 'model': model.state_dict(), 'model_args': cfg.model_args(),
+            'config': dataclasses.asdict(cfg), 'meta': meta, 'optimizer': optimizer.state_dict(),
+            'scaler': scaler.state_dict(), 'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
+            'best_val_loss': state.best_val_loss, 'train_s': state.train_s, 'elapsed_s': state.elapsed_s,
+            'rng': rng, 'evaluated': state.evaluated_at == state.iter_num,  # False: resuming evaluates first
+            'finished': state.finished}
+
+
+def rng_state():
+    """Every random generator of this process, in types torch.load(weights_only=True) accepts."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
+            'numpy': (name, keys.tolist(), pos, has_gauss, gauss), 'python': random.getstate()}
+
+
+def set_rng_state(state):
+    torch.set_rng_state(state['torch'])
+    if state['cuda'] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state['cuda'])
+    name, keys, pos, has_gauss, gauss = state['numpy']
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    random.setstate(state['python'])
+
+
+def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
+    """Load a checkpoint into the model, optimizer and scaler and return its RunState; the random
+    generators too when as many processes resume as saved it. The dict is emptied once its tensors are
+    copied: the caller's reference to it would otherwise keep a second copy."""
+    load_weights(model, ckpt['model'])
+    optimizer.load_state_dict(ckpt['optimizer'])
+    if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
+        scaler.load_state_dict(ckpt['scaler'])
+    it, evaluated = ckpt['iter_num'], ckpt.get('evaluated', True)  # False: its evaluation was cut short
+    state = RunState(iter_num=it, tokens_seen=ckpt['tokens_seen'], best_val_loss=ckpt['best_val_loss'],
+                     train_s=ckpt.get('train_s', 0.0), elapsed_s=ckpt.get('elapsed_s', 0.0), saved_at=it,
+                     evaluated_at=it if evaluated else None)
+    rng = ckpt['rng']
+    if procs.master:
+        due = not evaluated and it % cfg.eval_interval == 0
+        print(f"resuming from iter {it} ({state.tokens_seen:,} tokens)"
+              + (", its evaluation first (cut short when it was saved)" if due else ""))
+        if len(rng) != procs.world:
+            print(f"note: checkpoint written by {len(rng)} processes, resuming with {procs.world}: "
+                  "same batches, other dropout masks")
+        if rng[0]['data']['seed'] != cfg.seed:
+            print(f"note: seed {cfg.seed} differs from the checkpoint's {rng[0]['data']['seed']}: "
+                  "batches will differ from a straight run")
+    if len(rng) == procs.world:
+        set_rng_state(rng[procs.rank])
+    ckpt.clear()
+    return state
+
+
+# -----------------------------------------------------------------------------
+# the run
 
 def main(argv):
     if not argv:  # nanoGPT's bare train.py is GPT-2 124M for days: say what to run instead
@@ -55,14 +425,9 @@ def main(argv):
     cfg = parse_config(TrainConfig, argv, doc=__doc__)
     procs = Distributed()  # one process, or the ones torchrun started
     device = procs.device(resolve_device(cfg.device))
-    device_type = torch.device(device).type
-    dtype = resolve_dtype(cfg.dtype, device_type)
-
+    dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
     # data; the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
-    meta, train_paths, val_paths = open_dataset(cfg.data_dir)
-    problem = meta and tokenizer_problem(meta)
-    if problem:  # else the run trains, and only sample.py finds its tokens cannot be decoded
-        raise UsageError(f"{cfg.data_dir}/meta.json {problem}; rerun prepare.py")
+    meta, paths = open_dataset(cfg.data_dir)
     ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
     ckpt = load_checkpoint(ckpt_path) if cfg.init_from == 'resume' else None
     vocab = (cfg.vocab_size or (ckpt and ckpt['model_args'].get('vocab_size'))
@@ -78,114 +443,79 @@ def main(argv):
     except ValueError as e:
         raise UsageError(str(e)) from None
     check_memory(cfg, device)  # before anything is allocated
-    if ckpt is not None:
-        check_resumable(ckpt, cfg, meta, ckpt_path)
-    switch = ckpt and data_switch(ckpt, meta)  # --new_data: a row of log.jsonl says so
-    files = RunFiles(cfg)  # out_dir's ckpt.pt, log.jsonl (one JSON object per line), config.json
-    if procs.master:
-        files.hold()  # one run at a time in out_dir: a second is refused now, not after its warm-up
-
+    switch = ckpt and check_resumable(ckpt, cfg, meta, ckpt_path)  # --new_data: a log row says so
+    files = RunFiles(cfg, master=procs.master)  # out_dir's ckpt.pt, log.jsonl, config.json: locked now
     with procs.running(device, cfg.ddp_timeout_s, ckpt_path):
         if procs.master:
             print(config_text(dataclasses.asdict(cfg)))
             if meta is None:
                 print(f"note: no meta.json in {cfg.data_dir}: raw shards, vocab_size {vocab}")
-        # training batches come from the run's seed; the evaluation's from eval_seed, one val set for
-        # every run (the same text scores every seed and config), unless eval_seed=-1
-        shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=device,
-                     check_vocab=cfg.vocab_size)
-        batches = {'train': Batches(train_paths, seed=cfg.seed, **shape),
-                   'scored': {split: Batches(paths, seed=cfg.val_seed(), **shape)
-                              for split, paths in (('train', train_paths), ('val', val_paths))}}
-        # the model, optimizer and loss scaler: fresh, or as the checkpoint left them
-        torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
-        raw_model = GPT(GPTConfig(**cfg.model_args())).to(device)
-        optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
-                                                   (cfg.beta1, cfg.beta2), device_type,
-                                                   optimizer=cfg.optimizer)
-        scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))  # float16 only
-        torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream in each process
-        # a scratch run holds no training at iteration 0: nothing to save there
-        state = (RunState(saved_at=0) if ckpt is None else
-                 restore(ckpt, raw_model, optimizer, scaler, cfg=cfg, dist=procs))
-        accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
-        if procs.master:
-            rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
-                f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
-                f"{procs.world * accum}, a multiple of {procs.world} processes)")
-            print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,}"
-                  f" = {procs.world} process(es) x {accum} micro-step(s) x batch_size "
-                  f"{cfg.batch_size} x block_size {cfg.block_size}{rounded}")
-            print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, "
-                  f"{raw_model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
-        if device_type == 'cuda':
-            torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
-            torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
-        if procs.master and switch:
-            print(f"note: --new_data: resuming at iter {state.iter_num} on {switch['data_switch']['to']}, "
-                  f"after {switch['data_switch']['from']}")
-        return train(cfg, meta, batches, procs, files, accum=accum, raw_model=raw_model,
-                     optimizer=optimizer, scaler=scaler, state=state, first_rows=[switch] if switch else [])
+        return train(cfg, procs, files, meta, paths, ckpt, switch)
 
 
-def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scaler, state, first_rows=()):
+def build(cfg, procs, ckpt):
+    """The model, its optimizer and loss scaler, and the RunState: fresh, or as the checkpoint left them."""
+    device_type = torch.device(cfg.device).type
+    torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
+    model = GPT(GPTConfig(**cfg.model_args())).to(cfg.device)
+    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+                                           device_type, optimizer=cfg.optimizer)
+    scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
+    torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream in each process
+    # a scratch run holds no training at iteration 0: nothing to save there
+    state = RunState(saved_at=0) if ckpt is None else restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs)
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
+        torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
+    return model, optimizer, scaler, state
+
+
+def train(cfg, procs, files, meta, paths, ckpt, switch):
+    raw_model, optimizer, scaler, state = build(cfg, procs, ckpt)
     device_type = torch.device(cfg.device).type
     ctx = autocast_context(device_type, cfg.dtype)
+    accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
     model = torch.compile(raw_model) if cfg.compile else raw_model  # evaluation runs this one
     train_model = model if not procs.ddp else DDP(
         model, device_ids=[torch.device(cfg.device).index] if device_type == 'cuda' else None)
-    stop_signals = StopSignals(announce=procs.master)  # Ctrl-C / SIGTERM: step, save, exit
+    batches, scored = run_batches(cfg, paths)  # training's, and the evaluation's of each split
     progress = Progress(cfg, iter_num=state.iter_num, tokens_seen=state.tokens_seen,
-                        tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token,
-                        train_s=state.train_s, elapsed_s=state.elapsed_s)
+                        tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
-    if procs.master and peak is None and device_type == 'cuda':
-        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is not logged; "
-              "--peak_flops=<its dense FLOP/s for this dtype> gives it")
-    # what evaluating, saving and logging need
-    run = SimpleNamespace(cfg=cfg, meta=meta, files=files, procs=procs, progress=progress, peak=peak,
-                          watch=NonFiniteWatch(cfg, cfg.device, procs),
-                          flops_per_token=flops_per_token, summary=dict.fromkeys(
-                              ('train_loss', 'val_loss', 'train_bpb', 'val_bpb')))
-    X, Y = batches['train'].get(0, state.iter_num, procs.rank * accum)  # the first micro-batch
+    X, Y = batches.get(0, state.iter_num, procs.rank * accum)  # the first micro-batch
     micro_s = warm_up(train_model, X, Y, ctx, scaler, optimizer, procs)  # compiles, if asked
-    note = None if cfg.compile else progress.start_estimate(  # (compiled: it timed the compiler)
-        micro_s, accum=accum, eval_batches=2 * math.ceil(cfg.eval_iters / procs.world),
-        iter_num=state.iter_num, train_s=state.train_s, device_type=device_type)
-    if procs.master and note:
-        print(note, flush=True)
-    batches['scored']['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
     if procs.master:
-        files.open(state.iter_num)
-        for row in first_rows:
-            files.write_row(row)
-    stop_signals.install()
-    progress.start()
-    last = {'iter': state.iter_num, 'tokens': state.tokens_seen, 'train_s': state.train_s}
+        say_start(cfg, procs, accum, raw_model, peak, switch, state, progress, micro_s)
+    scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
+    files.open(state.iter_num, [switch] if switch else [])
+    stop_signals = StopSignals(announce=procs.master).install()  # Ctrl-C / SIGTERM: step, save, exit
+    t0, elapsed_s0, last = time.time(), state.elapsed_s, (state.iter_num, state.tokens_seen, state.train_s)
+    scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last evaluation's
     try:
         while True:
             # 1. stop? at a budget or a signal, decided together by every process
-            state.train_s, state.elapsed_s = progress.train_s, progress.elapsed_s
-            signalled, out_of_time = procs.agree(stop_signals, progress.out_of_time())
+            state.elapsed_s = elapsed_s0 + time.time() - t0
+            signalled, out_of_time = procs.agree(stop_signals, progress.out_of_time(state.train_s))
             stop = progress.stop_reason(state.iter_num, out_of_time, signalled)
             state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
 
             # 2. evaluate (also at the end) and save; not twice at one iteration (a resumed one's)
             if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
-                sync_device(device_type)
-                with progress.paused(evaluation=True):
-                    losses = evaluate(model, batches['scored'], state.iter_num, cfg, meta, ctx,
-                                      stop_signals, procs)
-                    if losses is None:  # cut short by a signal: not logged, not a best_val_loss
-                        stop = 'signal'
-                    elif record_eval(losses, state, run) and state.iter_num > 0:  # (0: untrained)
-                        save(raw_model, optimizer, scaler, state, run)
+                t_eval = time.time()
+                losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, stop_signals, procs)
+                if losses is None:  # cut short by a signal: not logged, not a best_val_loss
+                    stop = 'signal'
+                elif record_eval(losses, state, cfg, files, flops_per_token) and state.iter_num > 0:
+                    save(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, procs=procs, files=files)
+                scores.update(losses or {})
+                progress.eval_s = time.time() - t_eval  # what the ETA counts for each evaluation to come
             if stop:
                 break
 
             # 3. one optimizer step over `accum` micro-batches
+            t_step = time.time()
             lr = cfg.lr_at(state.iter_num)
             for group in optimizer.param_groups:
                 group['lr'] = lr
@@ -196,12 +526,12 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
                 with ctx:
                     _, loss = train_model(X, Y)
                     loss = loss / accum  # the mean over micro-steps, as one big batch would have it
-                # fetch the next micro-batch while the forward pass runs on the GPU
-                first = procs.rank * accum  # this process's first global micro-step
+                # fetch the next micro-batch while the forward pass runs on the GPU: keys are global
+                # micro-steps, procs.rank * accum the first of this process's
                 if micro_step + 1 < accum:
-                    X, Y = batches['train'].get(0, state.iter_num, first + micro_step + 1)
+                    X, Y = batches.get(0, state.iter_num, procs.rank * accum + micro_step + 1)
                 else:
-                    X, Y = batches['train'].get(0, state.iter_num + 1, first)
+                    X, Y = batches.get(0, state.iter_num + 1, procs.rank * accum)
                 scaler.scale(loss).backward()
                 loss_sum += loss.detach()
             if cfg.grad_clip != 0.0:
@@ -210,77 +540,73 @@ def train(cfg, meta, batches, procs, files, *, accum, raw_model, optimizer, scal
             scaler.step(optimizer)  # skipped by the scaler if float16 gradients overflowed
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
-            run.watch.step(loss_sum, state.iter_num)  # notes a nan/inf loss, no wait for the GPU
             state.tokens_seen += tokens_per_iter
 
             # 4. log: a progress line and a row of log.jsonl
-            if state.iter_num % cfg.log_interval == 0:
-                last = log_step(loss_sum, lr, state, last, run, raw_model)
+            log = state.iter_num % cfg.log_interval == 0
+            lossf = procs.all_reduce(loss_sum).item() / procs.world if log else None  # waits for the step
+            now = time.time()
+            state.train_s += now - t_step  # max_seconds counts this: evaluations excluded
+            state.elapsed_s = elapsed_s0 + now - t0
+            if log:
+                check_finite(state.iter_num, cfg, files, lossf)  # the mean over micro-steps and processes
+                last = log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files)
             state.iter_num += 1
 
         if state.saved_at != state.iter_num:  # the final state (also after a signal), if trained
-            save(raw_model, optimizer, scaler, state, run)
+            save(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, procs=procs, files=files)
     finally:
         stop_signals.restore()
         files.close()
-
-    run.summary.update(iter_num=state.iter_num, tokens=state.tokens_seen, stop=stop,
-                       flops=state.tokens_seen * flops_per_token, best_val_loss=state.best_val_loss,
-                       train_s=state.train_s, elapsed_s=progress.elapsed_s,
-                       ckpt_path=files.ckpt_path, params=raw_model.get_num_params())
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
-        stop_signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume"
-                          if state.iter_num else "before any training: nothing saved",
-                          announce=procs.master)
+        stop_signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num else
+                          "before any training: nothing saved", announce=procs.master)
     if procs.master:
         print(f"done: {stop} at iter {state.iter_num}, {state.tokens_seen:,} tokens, "
               f"{state.train_s:.1f}s training")
-    return run.summary
+    return {**scores, 'iter_num': state.iter_num, 'tokens': state.tokens_seen, 'stop': stop,
+            'flops': state.tokens_seen * flops_per_token, 'best_val_loss': state.best_val_loss,
+            'train_s': state.train_s, 'elapsed_s': state.elapsed_s, 'ckpt_path': files.ckpt_path,
+            'params': raw_model.get_num_params()}
 
 
 @torch.no_grad()
 def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
     """The mean loss over the same eval_iters batches of each split every time (drawn from eval_seed),
-    shared among the processes, in bits per byte, and its standard error from the spread of the
-    batches' losses (how far this val sample's mean may sit from the split's); with a line before
-    and after. None when a signal cuts it short: at once in one process, between batches (the same
-    ones in every process) with DDP."""
+    shared among the processes, in bits per byte too, and its standard error from the spread of the
+    batches' losses (how far this val sample's mean may sit from the split's). None when a signal cuts
+    it short: at once in one process, between batches (the same ones in every process) with DDP."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
     model.eval()
     try:
-        stop_signals.cut_short = not procs.ddp
-        for split, data in batches.items():
-            each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss, filled by its process
-            # the same count of batches in every process
-            for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):
-                if procs.agree(stop_signals)[0]:
-                    raise StopSignals.CutShort
-                if k < cfg.eval_iters:
-                    X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
-                    with ctx:
-                        _, loss = model(X, Y)
-                    each[k] = loss.float()
-            each = procs.all_reduce(each).tolist()
-            n = len(each)
-            out[f'{split}_loss'] = loss = sum(each) / n
-            out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
-            # s.e. of the mean = sd of the batch losses / sqrt(n): how far this val sample's mean may sit
-            # from the split's; the batch losses let a report say the same of a gap between two runs
-            out[f'{split}_se'] = (math.sqrt(sum((v - loss) ** 2 for v in each) / (n - 1) / n) if n > 1
-                                  else None)
-            if split == 'val':
-                out['val_batches'] = [round(v, 5) for v in each]
-        stop_signals.cut_short = False  # inside the try: a signal from here on is only noted
+        with stop_signals.cut_short(not procs.ddp):
+            for split, data in batches.items():
+                each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss, by its process
+                for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):  # as many in each
+                    if procs.agree(stop_signals)[0]:
+                        raise StopSignals.CutShort
+                    if k < cfg.eval_iters:
+                        X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
+                        with ctx:
+                            _, loss = model(X, Y)
+                        each[k] = loss.float()
+                each = procs.all_reduce(each).tolist()
+                n = len(each)
+                out[f'{split}_loss'] = loss = sum(each) / n
+                out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
+                # s.e. of the mean = sd of the batch losses / sqrt(n); the batch losses let a report say
+                # the same of a gap between two runs
+                out[f'{split}_se'] = math.sqrt(sum((v - loss) ** 2 for v in each) / (n - 1) / n) if n > 1 else None
+            out['val_batches'] = [round(v, 5) for v in each]
     except StopSignals.CutShort:
         out = None
     finally:
-        stop_signals.cut_short = False
         model.train()
     if procs.master and out is None:
-        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first",
-              flush=True)
+        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it "
+              "first", flush=True)
     elif procs.master:
         bpb = f" ({out['val_bpb']:.4f} bits per byte)" if out['val_bpb'] is not None else ""
         se = f" ± {out['val_se']:.4f} (s.e. over {cfg.eval_iters} batches)" if out['val_se'] is not None else ""
@@ -289,73 +615,57 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
     return out
 
 
-def record_eval(losses, state, run):
-    """Check, log and keep an evaluation's losses; whether a checkpoint is due: the val loss
-    improved on the best so far, or always_save_checkpoint."""
-    run.watch.check(state.iter_num, losses['train_loss'], losses['val_loss'], kept=kept(run.files))
-    run.summary.update(losses)
-    if run.procs.master:
-        run.files.write_row({'iter': state.iter_num, **losses, 'lr': run.cfg.lr_at(state.iter_num),
-                             'tokens': state.tokens_seen,
-                             'flops': state.tokens_seen * run.flops_per_token,
-                             'elapsed_s': state.elapsed_s, 'train_s': state.train_s})
+def record_eval(losses, state, cfg, files, flops_per_token):
+    """Check and log an evaluation; whether a checkpoint is due: the val loss improved on the best so
+    far, or always_save_checkpoint (at iteration 0, untrained, none is)."""
+    check_finite(state.iter_num, cfg, files, losses['train_loss'], losses['val_loss'])
+    files.write_row({'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num), 'tokens': state.tokens_seen,
+                     'flops': state.tokens_seen * flops_per_token, 'elapsed_s': state.elapsed_s,
+                     'train_s': state.train_s})
     improved = losses['val_loss'] < state.best_val_loss
-    state.best_val_loss = min(state.best_val_loss, losses['val_loss'])
-    state.evaluated_at = state.iter_num
-    return improved or run.cfg.always_save_checkpoint
+    state.best_val_loss, state.evaluated_at = min(state.best_val_loss, losses['val_loss']), state.iter_num
+    return improved or cfg.always_save_checkpoint
 
 
-def log_step(loss_sum, lr, state, last, run, raw_model):
-    """The progress line and the log row of step state.iter_num; the row it becomes the last of."""
-    run.watch.check(state.iter_num, kept=kept(run.files))
-    lossf = run.procs.all_reduce(loss_sum).item() / run.procs.world  # every micro-step and process
-    state.train_s, state.elapsed_s = run.progress.train_s, run.progress.elapsed_s
-    dt = max(state.train_s - last['train_s'], 1e-9)
-    s_per_iter = dt / (state.iter_num + 1 - last['iter'])
-    tokens_per_s = (state.tokens_seen - last['tokens']) / dt
-    peak = run.peak
-    mfu = raw_model.estimate_mfu(tokens_per_s / run.procs.world, peak) if peak else None  # per GPU
-    if run.procs.master:
-        where, eta = run.progress.status(state.iter_num, state.train_s, s_per_iter)
+def log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files):
+    """The progress line and the log row of step state.iter_num; (iter, tokens, train_s) it starts from."""
+    it, tokens, train_s = last
+    dt = max(state.train_s - train_s, 1e-9)
+    s_per_iter = dt / (state.iter_num + 1 - it)
+    tokens_per_s = (state.tokens_seen - tokens) / dt
+    mfu = raw_model.estimate_mfu(tokens_per_s / procs.world, peak) if peak else None  # per GPU
+    if procs.master:
+        where, eta = progress.status(state.iter_num, state.train_s, s_per_iter)
         print(f"{where}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
-              f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "")
-              + f", {eta}", flush=True)
-        run.files.write_row({'iter': state.iter_num, 'loss': lossf, 'lr': lr,
-                             'tokens': state.tokens_seen,
-                             'flops': state.tokens_seen * run.flops_per_token,
-                             'elapsed_s': state.elapsed_s, 'train_s': state.train_s,
-                             'tokens_per_s': tokens_per_s, 'mfu': mfu})
-    return {'iter': state.iter_num + 1, 'tokens': state.tokens_seen, 'train_s': state.train_s}
+              f"{tokens_per_s:,.0f} tok/s"
+              + (f", mfu {100 * mfu:.2f}%" if peak else "") + f", {eta}", flush=True)
+        files.write_row({'iter': state.iter_num, 'loss': lossf, 'lr': lr, 'tokens': state.tokens_seen,
+                         'flops': state.tokens_seen * raw_model.flops_per_token(), 'elapsed_s': state.elapsed_s,
+                         'train_s': state.train_s, 'tokens_per_s': tokens_per_s, 'mfu': mfu})
+    return state.iter_num + 1, state.tokens_seen, state.train_s
 
 
-def save(raw_model, optimizer, scaler, state, run):
+def save(raw_model, optimizer, scaler, state, *, cfg, meta, procs, files):
     """Write ckpt.pt (the master process; every process gives its random generators)."""
-    run.watch.check(state.iter_num, model=raw_model, kept=kept(run.files))
-    rng = run.procs.gather(rng_state())
-    if run.procs.master:
-        run.files.save(make_checkpoint(raw_model, optimizer, scaler, state, cfg=run.cfg,
-                                       meta=run.meta, rng=rng))
-        print(f"saved {run.files.ckpt_path} at iter {state.iter_num}")
+    check_finite(state.iter_num, cfg, files, model=raw_model)  # a step on inf gradients spoils the weights
+    rng = procs.gather(rng_state())
+    if procs.master:
+        files.save(make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, rng=rng))
+        print(f"saved {files.ckpt_path} at iter {state.iter_num}")
     state.saved_at = state.iter_num
-
-
-def kept(files):
-    """The end of a stop line: the last checkpoint, if there is one, stays as it was."""
-    return f"; {files.ckpt_path} is kept as it was" if os.path.exists(files.ckpt_path) else ""
 
 
 def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
     """One forward + backward before the clock starts, then undone (gradients, random generators):
     compiling is not training time, and its duration sizes up the run. Seconds it took."""
     state = rng_state()
-    device_type = X.device.type
-    sync_device(device_type)
+    sync_device(X.device.type)
     t0 = time.time()
     with model.no_sync() if procs.ddp else nullcontext():
         with ctx:
             _, loss = model(X, Y)
         scaler.scale(loss).backward()
-    sync_device(device_type)
+    sync_device(X.device.type)
     seconds = time.time() - t0
     optimizer.zero_grad(set_to_none=True)
     set_rng_state(state)
@@ -364,5 +674,4 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
 
 if __name__ == "__main__":
     keep_output_from_stopping_the_run()  # a closed pipe or terminal: the run goes on, and saves
-    stop_with_the_sweep()  # started by sweep.py: a SIGTERM if the sweep is killed
     run_main(main)

@@ -17,12 +17,12 @@ import time
 import pytest
 import torch
 
-import checkpoint
 import configurator
-import runtime
 import sample
 from configurator import UsageError, parse_config
 from test_train import HERE, TINY, data_dir, run, torchrun, write_corpus  # noqa: F401 (data_dir: the fixture)
+import guards
+import train
 
 
 def snapshot(folder):
@@ -198,11 +198,11 @@ def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, caps
     moved = text.index(f"note: {out} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
                        f"kept in {out / 'prev'}/")
     assert start < text.index('step 2: train loss') < moved < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
-    assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
-    steps = [r['iter'] for r in checkpoint.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
+    assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
+    steps = [r['iter'] for r in guards.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
     assert steps == [0, 1, 2, 3]  # the rows written before the first checkpoint are in the new log
     with open(out / 'config.json') as f:
-        assert json.load(f) == checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['config']
+        assert json.load(f) == guards.load_checkpoint(str(out / 'ckpt.pt'))['config']
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl', 'prev']
 
 
@@ -213,7 +213,7 @@ def test_a_full_disk_at_a_log_row_is_one_line_and_keeps_the_checkpoint(data_dir,
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=4')
     before = snapshot(out)
-    fill_disk(monkeypatch, checkpoint, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
+    fill_disk(monkeypatch, guards, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
     with pytest.raises(UsageError, match=r"^could not write '.*log.jsonl': no space left on device; .*ckpt.pt is "
                                          r"kept as it was; free some space and resume with --init_from=resume$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8', '--eval_interval=100')
@@ -291,9 +291,9 @@ def test_a_bad_log_line_is_one_line_naming_it(data_dir, tmp_path, line, what):
 def test_read_jsonl_skips_only_a_last_line_cut_short(tmp_path):
     path = tmp_path / 'log.jsonl'
     path.write_bytes(b'{"iter": 0, "loss": 3.0}\n\n{"iter": 1, "loss": 2.9}\n{"iter": 2, "lo')
-    assert [r['iter'] for r in checkpoint.read_jsonl(str(path))] == [0, 1]
+    assert [r['iter'] for r in guards.read_jsonl(str(path))] == [0, 1]
     path.write_bytes(b'{"iter": 0}\n\x00\x00\x00')  # a crash can leave zeros at the end
-    assert checkpoint.read_jsonl(str(path)) == [{'iter': 0}]
+    assert guards.read_jsonl(str(path)) == [{'iter': 0}]
 
 
 @pytest.mark.parametrize('value', ['nan', 'inf'])
@@ -305,7 +305,7 @@ def test_sample_temperature_must_be_finite(value):
 
 def test_non_finite_advice_leaves_out_what_is_already_set():
     def advice(*flags):
-        return runtime.non_finite_advice(parse_config(runtime.TrainConfig, ['--device=cpu', *flags]))
+        return guards.non_finite_advice(parse_config(train.TrainConfig, ['--device=cpu', *flags]))
     assert advice('--grad_clip=1.0', '--dtype=float32') == 'a lower learning_rate'
     assert advice('--grad_clip=0', '--dtype=float32') == 'a lower learning_rate or grad_clip=1.0'
     assert advice('--grad_clip=0.5', '--dtype=float16', '--warmup_iters=0') == \
@@ -315,7 +315,7 @@ def test_non_finite_advice_leaves_out_what_is_already_set():
 @pytest.mark.parametrize('value', ['0', '-1', 'nan', 'inf'])
 def test_ddp_timeout_must_be_positive(value):
     with pytest.raises(UsageError, match='ddp_timeout_s must be a positive number of seconds'):
-        parse_config(runtime.TrainConfig, [f'--ddp_timeout_s={value}'])
+        parse_config(train.TrainConfig, [f'--ddp_timeout_s={value}'])
 
 
 # -----------------------------------------------------------------------------
@@ -397,9 +397,9 @@ def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_di
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
     run(data_dir, out, '--max_iters=2', '--seed=3')  # the next rerun replaces the stopped one, not prev/
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
-    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
+    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
     run(data_dir, out, '--max_iters=2', '--seed=4')  # a finished rerun does move to prev/: one generation
-    assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['config']['seed'] == 3
+    assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['config']['seed'] == 3
 
 
 def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
@@ -415,7 +415,7 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
     first.send_signal(signal.SIGINT)
     first.communicate(timeout=60)
     assert first.returncode == 130
-    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] > 0 and not os.path.exists(out / 'prev')
+    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] > 0 and not os.path.exists(out / 'prev')
     # the lock went with the process that held it (even killed with -9): a new run is not refused
     holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
                                f"configurator; configurator.lock_folder({str(out)!r}, 'x'); print(1, flush=True); "
@@ -425,7 +425,7 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
         run(data_dir, out, '--max_iters=2', '--init_from=resume')  # refused at once, out_dir as it was
     holder.kill()
     holder.wait()
-    n = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
+    n = guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
     assert run(data_dir, out, '--init_from=resume', f'--max_iters={n + 2}')['iter_num'] == n + 2
 
 
@@ -440,10 +440,10 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
     folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
     seeds = set()
     for folder in folders:  # each folder holds the files of one run, not a mix of two
-        ckpt = checkpoint.load_checkpoint(str(folder / 'ckpt.pt'))
+        ckpt = guards.load_checkpoint(str(folder / 'ckpt.pt'))
         with open(folder / 'config.json') as f:
             assert ckpt['config']['seed'] == json.load(f)['seed']
-        rows = checkpoint.read_jsonl(str(folder / 'log.jsonl'))
+        rows = guards.read_jsonl(str(folder / 'log.jsonl'))
         assert [r['iter'] for r in rows if 'loss' in r] == list(range(0, 300, 100))
         seeds.add(ckpt['config']['seed'])
     assert len(seeds) == len(folders)
@@ -452,7 +452,7 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
 ROTATION_FAULT = """
 import os, shutil, sys
 sys.path.insert(0, {here!r})
-import checkpoint, train
+import guards, train
 from configurator import run_main
 step, mode, n = int(sys.argv[1]), sys.argv[2], [0]
 
@@ -466,13 +466,14 @@ def counted(fn):
         return fn(*args, **kwargs)
     return call
 
-rotate = checkpoint.RunFiles.rotate
-def counting(self):  # count the file operations of the rotation to prev/ and of what settles it
-    for name in ('replace', 'link', 'makedirs', 'remove'):
-        setattr(checkpoint.os, name, counted(getattr(os, name)))
-    checkpoint.shutil.rmtree = counted(shutil.rmtree)
-    rotate(self)
-checkpoint.RunFiles.rotate = counting
+swap = guards.swap
+def counting(out_dir):  # count the file operations of the move to prev/, and of what settles it
+    for name in ('replace', 'link', 'makedirs', 'remove', 'rmdir'):
+        setattr(guards.os, name, counted(getattr(os, name)))
+    guards.shutil.rmtree = counted(shutil.rmtree)
+    guards.swap = swap
+    return swap(out_dir)
+guards.swap = counting
 sys.argv[1:3] = []
 try:
     run_main(train.main)
@@ -497,12 +498,12 @@ def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_
                                f'--out_dir={out}', '--max_iters=2', '--seed=3'],
                               cwd=HERE, capture_output=True, text=True, timeout=120)
         now = snapshot(out)  # what a reader sees: the three files, here and in prev/ (a killed run's temp
-        here = {k: v for k, v in now.items() if k in checkpoint.RUN_FILES}  # files are settled by the next run)
-        prev = {k[5:]: v for k, v in now.items() if k[5:] in checkpoint.RUN_FILES and k.startswith('prev/')}
+        here = {k: v for k, v in now.items() if k in guards.RUN_FILES}  # files are settled by the next run)
+        prev = {k[5:]: v for k, v in now.items() if k[5:] in guards.RUN_FILES and k.startswith('prev/')}
         assert here == trained or prev == trained, (step, proc.stderr[-500:])  # never a mix, never lost
-        parked = {k.split('/', 1)[1]: v for k, v in now.items() if re.match(r'prev\.old\d+/', k)}
+        parked = {k.split('/', 1)[1]: v for k, v in now.items() if k.startswith('.gone/')}
         assert prev in (older, trained) or parked == older, step  # the older run whole too (a swap of prev/
-        # killed half-way parks it in prev.old<pid>/; the next run puts it back)
+        # killed half-way parks it in .gone/, which the next run drops: it was being replaced)
         if proc.returncode == 0:  # the rotation went through (an error at a hard link falls back to a copy)
             assert here != trained and prev == trained
             if int(proc.stderr.split('file operations: ')[1]) < step:
@@ -515,7 +516,7 @@ def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_
         assert run(data_dir, out, '--max_iters=8', '--init_from=resume')['iter_num'] == 8
         assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} in (older, trained)
         run(data_dir, out, '--max_iters=2', '--seed=4')
-        assert checkpoint.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 8
+        assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 8
         shutil.rmtree(out)
     assert proc.returncode == 0 and step > 5, step
 
@@ -541,7 +542,7 @@ def test_a_checkpoint_from_a_newer_format_or_with_wrong_types_is_one_line(data_d
     bad_args = {**good, 'model_args': {**good['model_args'], 'n_layer': 'two'}}
     torch.save(bad_args, out / 'ckpt.pt')
     with pytest.raises(UsageError, match='not valid for this model.py'):
-        checkpoint.model_from_checkpoint(checkpoint.load_checkpoint(str(out / 'ckpt.pt')))
+        guards.model_from_checkpoint(guards.load_checkpoint(str(out / 'ckpt.pt')))
 
 
 @pytest.mark.parametrize('args,expect', [
@@ -554,7 +555,7 @@ def test_a_checkpoint_from_a_newer_format_or_with_wrong_types_is_one_line(data_d
 ])
 def test_bad_values_are_one_line(args, expect):
     with pytest.raises(UsageError, match=expect) as e:
-        parse_config(runtime.TrainConfig, [os.path.join(HERE, a) if a.startswith('configs/') else a for a in args])
+        parse_config(train.TrainConfig, [os.path.join(HERE, a) if a.startswith('configs/') else a for a in args])
     assert '\n' not in str(e.value)
 
 
@@ -601,7 +602,7 @@ def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert re.search(r'stopped by SIGINT at iter (\d+); resume with --init_from=resume', stdout), stdout + stderr
-    n = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
+    n = guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
     assert n >= 3 and run(data_dir, out, '--init_from=resume', f'--max_iters={n + 1}')['iter_num'] == n + 1
 
 
@@ -616,7 +617,7 @@ def test_a_closed_output_pipe_neither_stops_the_run_nor_skips_its_save(data_dir,
     proc.stdout.read(1)  # it has started writing; the reader goes away
     proc.stdout.close()
     assert proc.wait(timeout=120) == 0
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
     assert ckpt['iter_num'] == 40 and ckpt['finished']
     rows = [json.loads(line) for line in open(tmp_path / 'log.jsonl')]
     assert sorted(r['iter'] for r in rows if 'loss' in r) == list(range(40))
@@ -632,7 +633,7 @@ def test_ctrl_c_with_stderr_closed_still_saves(data_dir, tmp_path):
     proc.send_signal(signal.SIGINT)
     proc.stdout.read()
     assert proc.wait(timeout=120) == 130
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
     assert ckpt['iter_num'] > 0 and not ckpt['finished']
 
 
@@ -642,7 +643,7 @@ def script_configs():
     import prepare
     import probe
     import sweep
-    return [('train.py', runtime.TrainConfig), ('sample.py', sample.SampleConfig), ('sweep.py', sweep.SweepConfig),
+    return [('train.py', train.TrainConfig), ('sample.py', sample.SampleConfig), ('sweep.py', sweep.SweepConfig),
             ('probe.py', probe.ProbeConfig), ('bench.py', bench.BenchConfig), ('prepare.py', prepare.PrepareConfig)]
 
 
@@ -667,7 +668,7 @@ def test_every_float_setting_of_every_script_refuses_a_value_that_is_not_finite(
     (['--peak_flops=-1'], 'peak_flops must be a finite number, not negative')])
 def test_out_of_range_floats_name_the_key_not_another(args, expect):
     with pytest.raises(UsageError, match=expect):
-        parse_config(runtime.TrainConfig, args)
+        parse_config(train.TrainConfig, args)
 
 
 def test_a_model_that_cannot_fit_is_one_line_before_anything_is_allocated(data_dir, tmp_path):
@@ -683,8 +684,8 @@ def test_a_model_that_cannot_fit_is_one_line_before_anything_is_allocated(data_d
 def test_log_rows_are_json_even_when_a_value_is_not_finite(tmp_path):
     """A value that is not a finite number is null in log.jsonl: NaN is not JSON (a strict reader, or
     another language's, refuses the whole file)."""
-    cfg = parse_config(runtime.TrainConfig, [f'--out_dir={tmp_path}'])
-    files = checkpoint.RunFiles(cfg)
+    cfg = parse_config(train.TrainConfig, [f'--out_dir={tmp_path}'])
+    files = guards.RunFiles(cfg)
     files.open(0)
     files.write_row({'iter': 0, 'loss': 2.0, 'mfu': float('nan'), 'tokens_per_s': float('inf')})
     files.close()
@@ -721,7 +722,7 @@ def test_a_split_too_short_for_one_window_is_named(tmp_path):
     """A val split shorter than block_size + 1 (a small text, a small val_fraction): the message names
     that split, not 'every shard'."""
     folder = write_corpus(tmp_path / 'data')
-    from data import write_shard
+    from conftest import write_shard
     import numpy as np
     write_shard(os.path.join(folder, 'val_000000.bin'), np.zeros(10, dtype=np.uint16))
     with pytest.raises(UsageError, match=r"the val split holds no window of block_size \+ 1 = 17 tokens \(its longest "
@@ -757,6 +758,6 @@ def test_a_scratch_run_over_an_odd_checkpoint_moves_it_to_prev_with_a_note(data_
     old = (out / 'ckpt.pt').read_bytes()
     assert run(data_dir, out, '--max_iters=2')['iter_num'] == 2
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == old
-    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
+    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
     note = capsys.readouterr().out
     assert f"{out} held a checkpoint{' that cannot be read' if odd == 'unreadable' else ''}: the previous run" in note

@@ -2,6 +2,9 @@
 import numpy as np
 import pytest
 
+from configurator import atomic_write
+from prepare import shard_header
+
 
 @pytest.fixture(scope='module')
 def tiny_data(tmp_path_factory):
@@ -101,3 +104,13 @@ def fake_hub(monkeypatch):
     monkeypatch.setenv('HF_HUB_DISABLE_TELEMETRY', '1')
     monkeypatch.setattr(huggingface_hub.constants, 'DOWNLOAD_CHUNK_SIZE', 4096)  # a cut lands after whole chunks
     return hub, files
+
+
+def write_shard(path, tokens, *, dtype=None):
+    """Write `tokens` as one shard, with atomic_write: `path` is complete or untouched."""
+    tokens = np.asarray(tokens)
+    top = int(tokens.max()) if tokens.size else 0
+    dtype = np.dtype(dtype or (np.uint16 if top < 2**16 else np.uint32))
+    if tokens.size and (int(tokens.min()) < 0 or top > np.iinfo(dtype).max):
+        raise ValueError(f"token ids {tokens.min()}..{top} do not fit in {dtype}")
+    atomic_write(path, lambda f: f.write(shard_header(len(tokens), dtype) + tokens.astype(dtype).tobytes()))

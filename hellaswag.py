@@ -3,9 +3,9 @@ Score a trained run on a downstream task: HellaSwag (Zellers et al. 2019, arXiv:
 sentence-completion test llm.c, modded-nanogpt and nanochat report (GPT-2 124M: 29.4% in llm.c's
 scoring, acc_norm below).
 
-    python eval.py --task=hellaswag --out_dir=out-gpt                 # downloads the val file once
-    python eval.py --task=hellaswag --out_dir=RUN --input=hellaswag_val.jsonl --limit=500  # offline, a quick look
-    torchrun --standalone --nproc_per_node=8 eval.py --out_dir=RUN      # the items shared among the GPUs
+    python hellaswag.py --task=hellaswag --out_dir=out-gpt                 # downloads the val file once
+    python hellaswag.py --task=hellaswag --out_dir=RUN --input=hellaswag_val.jsonl --limit=500  # offline, a quick look
+    torchrun --standalone --nproc_per_node=8 hellaswag.py --out_dir=RUN      # the items shared among the GPUs
 
 Each item is a context and 4 endings, one of them right. Each ending is scored by the model's loss on
 its own tokens after the context (the checkpoint's own tokenizer; " " + ending, as the GPT-2 papers
@@ -16,6 +16,39 @@ the model's block_size keeps its last tokens. Chance is 25%.
 """
 import os
 import signal
+
+def read_hellaswag(path, limit=0):
+    """[(context, [4 endings], label)] from HellaSwag's jsonl ('ctx', 'endings', 'label' per line), the
+    first `limit` (0: all); a path that is not a regular file, or a line that is not such an item (4
+    non-empty string endings in a list, an integer label 0-3), is a UsageError naming it."""
+    if not os.path.isfile(path):
+        raise UsageError(f"{path!r} is not a regular file of HellaSwag items" if os.path.exists(path) else
+                         f"{path!r} not found")
+    items = []
+    with open(path, 'rb') as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                ctx, endings, label = d['ctx'], d['endings'], d['label']
+                if isinstance(label, str) and label.strip().isdigit():  # some copies write "2"
+                    label = int(label)
+                ok = (isinstance(ctx, str) and isinstance(endings, list) and len(endings) == 4
+                      and all(isinstance(e, str) and e for e in endings)
+                      and isinstance(label, int) and not isinstance(label, bool) and 0 <= label < 4)
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                raise UsageError(f"{path} line {n} is not a HellaSwag item (ctx, a list of 4 endings, an "
+                                 "integer label 0-3)")
+            items.append((ctx, endings, label))
+            if limit and len(items) == limit:
+                break
+    if not items:
+        raise UsageError(f"{path} holds no items")
+    return items
+
 
 if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
@@ -30,10 +63,11 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint, tokenizer_for
 from configurator import UsageError, atomic_write, parse_config, require, run_main
-from corpus import read_hellaswag
-from runtime import DTYPES, Distributed, autocast_context, resolve_device, resolve_dtype
+from guards import load_checkpoint, model_from_checkpoint
+from sample import checkpoint_path, tokenizer_for
+from train import DTYPES, Distributed, autocast_context, resolve_device, resolve_dtype
+
 
 HELLASWAG_URL = 'https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl'
 
@@ -112,7 +146,7 @@ def score(model, tok, items, *, batch_size, device, ctx):
 
 def main(argv):
     cfg = parse_config(EvalConfig, argv, config_files=False, doc=__doc__,
-                       usage="python eval.py [--task=hellaswag] [--out_dir=RUN] [--key=value ...]")
+                       usage="python hellaswag.py [--task=hellaswag] [--out_dir=RUN] [--key=value ...]")
     procs = Distributed()  # one process, or the ones torchrun started: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)

@@ -10,10 +10,13 @@ import sys
 import pytest
 
 import bench
-import results as R
 import sweep
+import configurator
+import report
+import stats
+import train
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 TINY = ['--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16', '--batch_size=2', '--iters=1',
         '--repeats=3', '--warmup=1', '--decode_tokens=4', '--device=cpu']
 CONFIGS = [os.path.join(HERE, 'configs', 'gpt.py'), os.path.join(HERE, 'configs', 'gmlp.py')]
@@ -34,7 +37,7 @@ def test_speed_mode_json_and_table():
         assert r['mfu'] is None  # no peak FLOP/s on a CPU
     assert rows[0]['flops_per_token'] != rows[1]['flops_per_token']  # each block counted its own way
 
-    table = bench.markdown_table(rows, bench.SPEED_COLUMNS)
+    table = report.markdown_table(rows, bench.SPEED_COLUMNS)
     lines = table.splitlines()
     assert len(lines) == 2 + len(rows)
     assert all(line.startswith('| ') and line.endswith(' |') for line in lines[2:])
@@ -65,11 +68,11 @@ def fake_run(folder, losses, ms_per_iter):
 
 def test_summary_of_runs(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
-    s = sweep.run_summary(a)
+    s = report.run_summary(a)
     assert s['run'] == 'a' and s['final_val'] == pytest.approx(2.1) and s['best_val'] == pytest.approx(2.1)
     assert s['iters'] == 30 and s['tokens'] == 3000 and s['ms_per_iter'] == pytest.approx(20)
-    with pytest.raises(sweep.UsageError, match='log.jsonl not found'):
-        sweep.run_summary(str(tmp_path))
+    with pytest.raises(configurator.UsageError, match='log.jsonl not found'):
+        report.run_summary(str(tmp_path))
 
 
 def test_plot_writes_a_png(tmp_path):
@@ -77,7 +80,7 @@ def test_plot_writes_a_png(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
     b = fake_run(tmp_path / 'b', [4.0, 2.8, 2.2, 1.9], ms_per_iter=30)
     png = str(tmp_path / 'runs.png')
-    assert sweep.plot_runs([a, b], png)
+    assert report.plot_runs([a, b], png)
     with open(png, 'rb') as f:
         data = f.read()
     assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
@@ -87,7 +90,7 @@ def test_plot_writes_a_png(tmp_path):
 def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch, capsys):
     a = fake_run(tmp_path / 'a', [4.0, 3.0], ms_per_iter=20)
     monkeypatch.setitem(sys.modules, 'matplotlib', None)  # import matplotlib now raises ImportError
-    assert sweep.plot_runs([a], str(tmp_path / 'runs.png')) is False
+    assert report.plot_runs([a], str(tmp_path / 'runs.png')) is False
     assert capsys.readouterr().err == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
     assert not os.path.exists(tmp_path / 'runs.png')
 
@@ -118,9 +121,8 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
         torch.manual_seed(seed)  # what train.py does before building the model
         inits.append(GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=20)).state_dict())
     assert not torch.equal(inits[0]['lm_head.weight'], inits[1]['lm_head.weight'])  # the init differs
-    import data
-    from data import find_shards
-    batches = [data.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
+    from prepare import find_shards
+    batches = [train.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
                              device='cpu').get(0, 0, 0)[0] for s in (1, 1, 2)]
     assert torch.equal(batches[0], batches[1]) and not torch.equal(batches[0], batches[2])
 
@@ -128,7 +130,7 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
 def test_max_flops_stops_at_the_right_iteration(tiny_data, tmp_path):
     import train
     from model import GPT, GPTConfig
-    from data import read_meta
+    from prepare import read_meta
     vocab = read_meta(tiny_data)['vocab_size']
     fpt = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=vocab, bias=False)).flops_per_token()
     per_iter = 4 * 16 * fpt
@@ -144,28 +146,28 @@ def test_compute_multiplier_on_synthetic_curves():
     # gpt: loss = 10 - 0.5 log10(F) at 1e10, 1e11, 1e12 FLOPs (5.0, 4.5, 4.0)
     ref = [(f, 10 - 0.5 * math.log10(f)) for f in (1e10, 1e11, 1e12)]
     # an architecture reaching at 1e11 what gpt reaches at 3e11: multiplier 3
-    m, why, used = R.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
+    m, why, used = stats.compute_multiplier(ref, 1e11, 10 - 0.5 * math.log10(3e11))
     assert m == pytest.approx(3.0) and why is None and used == tuple(ref[1:])  # read between 1e11 and 1e12
-    m, _, _ = R.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
+    m, _, _ = stats.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
     assert m == pytest.approx(0.25)
-    m, why, used = R.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
+    m, why, used = stats.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
     assert m is None and why.startswith('> 1.00') and 'below' in why and used == ()
-    m, why, _ = R.compute_multiplier(ref, 1e10, 9.0)
+    m, why, _ = stats.compute_multiplier(ref, 1e10, 9.0)
     assert m is None and 'above' in why
     # unsorted input and a non-uniform grid
     ref2 = [(1e12, 2.0), (1e10, 3.0), (4e10, 2.5)]
-    m, _, _ = R.compute_multiplier(ref2, 1e10, 2.5)
+    m, _, _ = stats.compute_multiplier(ref2, 1e10, 2.5)
     assert m == pytest.approx(4.0)
     # a larger gpt run that ends worse than a smaller one is off the frontier: it neither sets the
     # bound nor bends the curve, and gpt's own point there reads as off the frontier
     ref3 = ref + [(1e13, 4.2)]
-    assert R.frontier(ref3) == sorted(ref)
-    m, why, _ = R.compute_multiplier(ref3, 1e11, 3.5)
+    assert stats.frontier(ref3) == sorted(ref)
+    m, why, _ = stats.compute_multiplier(ref3, 1e11, 3.5)
     assert m is None and why.startswith('> 10.00')
-    m, _, _ = R.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
+    m, _, _ = stats.compute_multiplier(ref3, 1e11, 10 - 0.5 * math.log10(3e11))
     assert m == pytest.approx(3.0)
     rows = [dict(config='gpt', transfer='one setting', flops=f, val=l, tuned=True) for f, l in ref3]
-    marks = {r['flops']: r['multiplier'] for r in R.scaling_rows(rows)}
+    marks = {r['flops']: r['multiplier'] for r in report.scaling_rows(rows)}
     assert marks[1e12] == '1.00' and marks[1e13].endswith("(off gpt's frontier)")
 
 
@@ -189,11 +191,11 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
             + [fake_record('gmlp', s, lr, v) for s, lr, v in [(1, 1e-3, 1.40), (2, 1e-3, 1.42), (1, 2e-3, 1.45),
                                                               (2, 2e-3, 1.47)]])
     for r in recs:
-        R.append_record(str(path), r)
+        stats.append_record(str(path), r)
     with open(path, 'a') as f:
         f.write('{"key": {"config": "cut sho')  # a line cut short by a killed sweep
-    assert R.read_results(str(path)) == [{**r, 'schedule': 'cosine'} for r in recs]  # (no schedule: cosine)
-    rows = sweep.report(sweep.SweepConfig(), str(path), str(tmp_path / 'sweep.png'))
+    assert stats.read_results(str(path)) == [{**r, 'schedule': 'cosine'} for r in recs]  # (no schedule: cosine)
+    rows = report.sweep_report(sweep.SweepConfig(), str(path), str(tmp_path / 'sweep.png'))
     gpt, gmlp = rows
     assert (gpt['config'], gpt['lr'], gpt['n']) == ('gpt', 2e-3, 3) and gpt['val'] == pytest.approx(1.47)
     assert gpt['std'] == pytest.approx(0.01)
@@ -209,8 +211,8 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
     assert '| gmlp | 1,000 | 0.001 (best of 2 on seeds 1-2; bottom of grid: --extend_lr) | 1.4100 ± 0.0141 (n=2) |' in out
     assert '0.001: 1.4100 (n=2) / 0.002: 1.4600 (n=2)' in out
     assert '| gpt | 1,000 | 0.002 (best of 2 on seeds 1-2; top of grid: --extend_lr) | 1.4700 ± 0.0100 (n=3) |' in out
-    assert sweep.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
-    if R.pyplot() is not None:
+    assert stats.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
+    if report.pyplot() is not None:
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
@@ -220,17 +222,17 @@ def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
     and are upper bounds (≤) where gpt ran one lr."""
     path = str(tmp_path / 'scaling.jsonl')
     for size, f, g_loss, m_loss in [('2x64', 1e10, 3.0, 2.9), ('4x128', 1e11, 2.5, 2.45), ('6x192', 1e12, 2.0, 1.9)]:
-        R.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
+        stats.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
         for lr in (5e-4, 2e-3) if gpt_grid else ():  # both worse: 1e-3 is the best, inside the grid
-            R.append_record(path, fake_record('gpt', 1, lr, g_loss + 0.1, size=size, flops=f))
-        R.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
-    sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'scaling.png'))
+            stats.append_record(path, fake_record('gpt', 1, lr, g_loss + 0.1, size=size, flops=f))
+        stats.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
+    report.sweep_report(sweep.SweepConfig(), path, str(tmp_path / 'scaling.png'))
     out = capsys.readouterr().out
     # gmlp at 1.1e11 reaches 2.45: gpt needs 1e11 * 10^(0.05/0.5) = 1.259e11 -> 1.14x
     assert '| gmlp | 4x128 |' in out
     assert ('| 1.14 |' in out) == gpt_grid and ("| ≤ 1.14 (gpt's lr not tuned there) |" in out) != gpt_grid
     assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
-    if R.pyplot() is not None:
+    if report.pyplot() is not None:
         assert os.path.exists(tmp_path / 'scaling-max_iters-adamw-scaling.png')
 
 
@@ -241,20 +243,20 @@ def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
            f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    recs = R.read_results(str(results))
+    recs = stats.read_results(str(results))
     assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gmlp', 2), ('gpt', 1), ('gpt', 2)]
     assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
     assert '| gpt | ' in proc.stdout and 'size 1x32, max_iters=4' in proc.stdout and 'ETA' in proc.stderr
     again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
-    assert len(R.read_results(str(results))) == 4
+    assert len(stats.read_results(str(results))) == 4
     # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
     scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
                '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
                f'--results={tmp_path / "s.jsonl"}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    recs = R.read_results(str(tmp_path / 's.jsonl'))
+    recs = stats.read_results(str(tmp_path / 's.jsonl'))
     assert sorted((r['config'], r['size']) for r in recs) == [('gmlp', '1x32'), ('gmlp', '2x64'),
                                                               ('gpt', '1x32'), ('gpt', '2x64')]
     assert '### scaling' in proc.stdout and 'compute multiplier vs gpt' in proc.stdout
@@ -290,11 +292,11 @@ def test_results_files_are_checked_before_training_and_readers_refuse_other_kind
     r = cli('sweep.py', '--report', f'--results={probe_file}')
     assert r.returncode == 2 and "line 1 is not a sweep results record (a probe record)" in r.stderr, r.stderr
     sweep_file = tmp_path / 'sweep.jsonl'
-    R.append_record(str(sweep_file), fake_record('gpt', 1, 1e-3, 1.5))
+    stats.append_record(str(sweep_file), fake_record('gpt', 1, 1e-3, 1.5))
     r = cli('probe.py', '--replot', f'--results={sweep_file}')
     assert r.returncode == 2 and "line 1 is not a probe results record" in r.stderr, r.stderr
-    with pytest.raises(sweep.UsageError, match=r"could not write '.*': .*; out-x is kept"):
-        R.append_record(str(tmp_path), {'x': 1}, kept='out-x')  # a results path that cannot be appended to
+    with pytest.raises(configurator.UsageError, match=r"could not write '.*': .*; out-x is kept"):
+        stats.append_record(str(tmp_path), {'x': 1}, kept='out-x')  # a results path that cannot be appended to
 
 
 def test_plot_of_a_run_with_a_truncated_config_is_one_line(tmp_path):
@@ -306,12 +308,12 @@ def test_plot_of_a_run_with_a_truncated_config_is_one_line(tmp_path):
 
 
 def test_a_curve_of_one_point_is_drawn_as_a_marker():
-    plt = R.pyplot()
+    plt = report.pyplot()
     if plt is None:
         pytest.skip('no matplotlib')
     fig, ax = plt.subplots()
-    sweep.plot_curves(ax, [100], [[2.5]], 'one eval after step 0')
-    sweep.plot_curves(ax, [50, 100, 150], [[3.0, 2.5, 2.2]], 'a curve')
+    report.plot_curves(ax, [100], [[2.5]], 'one eval after step 0')
+    report.plot_curves(ax, [50, 100, 150], [[3.0, 2.5, 2.2]], 'a curve')
     assert ax.lines[0].get_marker() == 'o' and ax.lines[1].get_marker() in (None, 'None', '')
     plt.close(fig)
 

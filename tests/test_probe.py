@@ -15,11 +15,13 @@ import pytest
 import torch
 
 import probe
-import results as R
 from configurator import UsageError, field_docs
 from model import GPT, GPTConfig
+import configurator
+import report
+import stats
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
 
 def batch(seed=0, *, B=64, T=48, N=8, V=64):
@@ -103,7 +105,7 @@ def test_the_loss_ignores_non_answer_positions():
 def test_the_mixer_view_removes_exactly_the_channel_mlps():
     p = probe.ProbeConfig()
     for name in ('gpt', 'llama', 'primer_ez', 'swiglu', 'gmlp', 'amlp'):
-        path = probe.config_paths([name])[0]
+        path = configurator.config_paths([name])[0]
         block = GPT(GPTConfig(**probe.model_args(path, p, view='block', width=64, T=64)))
         mixer = GPT(GPTConfig(**probe.model_args(path, p, view='mixer', width=64, T=64)))
         b, m = dict(block.named_parameters()), dict(mixer.named_parameters())
@@ -118,7 +120,7 @@ def test_the_mixer_view_removes_exactly_the_channel_mlps():
 
 def test_configs_whose_mixers_are_one_model_share_a_run(tmp_path):
     p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'), views=['mixer', 'block'])
-    todo, _ = probe.plan(p, probe.config_paths(['gpt', 'swiglu', 'geglu', 'llama', 'gmlp']), [64], [64], [4], [3e-3])
+    todo, _ = probe.plan(p, configurator.config_paths(['gpt', 'swiglu', 'geglu', 'llama', 'gmlp']), [64], [64], [4], [3e-3])
     by_view = {view: sorted(names for (v, *_), _, _, names in todo if v == view) for view in ('mixer', 'block')}
     assert by_view['mixer'] == [['gmlp'], ['gpt', 'swiglu', 'geglu'], ['llama']]
     assert by_view['block'] == [['geglu'], ['gmlp'], ['gpt'], ['llama'], ['swiglu']]
@@ -130,7 +132,7 @@ def test_two_layer_attention_alone_solves_an_easy_setting():
     """GPT-2's attention with its MLP removed (the mixer view of configs/gpt.py), 2 layers, reaches
     0.99 held-out accuracy at T=32, N=4 within the test's budget: the probe can be passed."""
     p = probe.ProbeConfig(vocab_size=32, batch_size=128, budget=0.3, eval_interval=50, eval_seqs=256)
-    args = probe.model_args(probe.config_paths(['gpt'])[0], p, view='mixer', width=64, T=32)
+    args = probe.model_args(configurator.config_paths(['gpt'])[0], p, view='mixer', width=64, T=32)
     r = probe.train_run(args, p, probe.run_key(p, args, view='mixer', T=32, N=4, lr=3e-3), 1)
     assert r['solved'] and r['acc'] >= 0.99, r['curve']
     assert r['curve'][0][1] < 0.2  # learned, not given: about 1/16 (or less) at init
@@ -152,21 +154,21 @@ def test_bad_config_name_lists_the_valid_ones_in_one_line_exit_2():
 
 
 def test_config_names_and_paths_both_work_and_default_leaves_out_quick():
-    by_name = probe.config_paths(['gpt', 'gmlp'])
-    by_path = probe.config_paths([os.path.join(HERE, 'configs', 'gpt.py')])
+    by_name = configurator.config_paths(['gpt', 'gmlp'])
+    by_path = configurator.config_paths([os.path.join(HERE, 'configs', 'gpt.py')])
     assert [os.path.basename(p) for p in by_name] == ['gpt.py', 'gmlp.py']
     assert os.path.basename(by_path[0]) == 'gpt.py'
-    default = [os.path.basename(p) for p in probe.config_paths([])]
+    default = [os.path.basename(p) for p in configurator.config_paths([])]
     assert 'quick.py' not in default and '_recipe.py' not in default and {'gpt.py', 'gmlp.py', 'amlp.py'} <= set(default)
 
 
 def test_shape_overrides_keep_the_config_block_and_flags():
     p = probe.ProbeConfig()
-    args = probe.model_args(probe.config_paths(['primer_ez'])[0], p, view='block', width=64, T=128)
+    args = probe.model_args(configurator.config_paths(['primer_ez'])[0], p, view='block', width=64, T=128)
     assert [args[k] for k in ('attn', 'ffn', 'n_layer', 'n_embd', 'n_head', 'block_size', 'vocab_size')] == \
         ['mdha', 'relu2', 2, 64, 2, 128, 256]
-    assert probe.model_args(probe.config_paths(['primer_ez'])[0], p, view='mixer', width=64, T=128)['ffn'] == 'none'
-    args = probe.model_args(probe.config_paths(['gmlp'])[0], p, view='mixer', width=64, T=256)
+    assert probe.model_args(configurator.config_paths(['primer_ez'])[0], p, view='mixer', width=64, T=128)['ffn'] == 'none'
+    args = probe.model_args(configurator.config_paths(['gmlp'])[0], p, view='mixer', width=64, T=256)
     assert (args['block'], args['pos_emb'], args['match_params']) == ('gmlp', 'none', '')
 
 
@@ -177,7 +179,7 @@ def test_the_budget_follows_the_emergence_law():
 
 
 def fake_record(p, config, width, T, N, lr, acc, view='mixer'):
-    args = probe.model_args(probe.config_paths([config])[0], p, view=view, width=width, T=T)
+    args = probe.model_args(configurator.config_paths([config])[0], p, view=view, width=width, T=T)
     key = probe.run_key(p, args, view=view, T=T, N=N, lr=lr)
     return dict(kind='probe', key=key, **key, config=config, configs=[config], acc=acc, best_acc=acc,
                 solved=acc >= p.stop_acc, solved_at=10 if acc >= p.stop_acc else None, steps_run=10, seconds=1.0,
@@ -189,12 +191,12 @@ def test_results_file_round_trips_into_the_table(tmp_path):
     for rec in (fake_record(p, 'gpt', 64, 64, 4, 1e-3, 0.5), fake_record(p, 'gpt', 64, 64, 4, 3e-3, 1.0),
                 fake_record(p, 'gmlp', 64, 64, 4, 1e-3, 0.25), fake_record(p, 'gmlp', 64, 64, 8, 1e-3, 0.125),
                 fake_record(p, 'gpt', 64, 64, 4, 3e-3, 0.75, view='block')):
-        probe.append_record(p.results, rec)
+        stats.append_record(p.results, rec)
     with open(p.results, 'a') as f:
         f.write('{"key": {"config": "gpt", "wid')  # a line cut short by a killed run is skipped
-    records = probe.read_results(p.results, 'probe')
+    records = stats.read_results(p.results, 'probe')
     assert len(records) == 5
-    lines = R.probe_table(records).splitlines()
+    lines = probe.probe_table(records).splitlines()
     assert lines[0].startswith('| config | view | width | params | T=64 N=4 | T=64 N=8 |')
     gpt = next(line for line in lines if line.startswith('| gpt | mixer |'))
     gmlp = next(line for line in lines if line.startswith('| gmlp | mixer |'))
@@ -203,13 +205,13 @@ def test_results_file_round_trips_into_the_table(tmp_path):
     assert next(line for line in lines if line.startswith('| gpt | block |')).endswith('| 0.75 | – |')
     rows = probe.main([f'--results={p.results}', f'--png={tmp_path / "r.png"}', '--replot'])
     assert len(rows) == 5
-    if R.pyplot() is not None:
+    if report.pyplot() is not None:
         assert open(tmp_path / 'r.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
 def test_rerun_skips_finished_runs_and_tries_the_next_lr_only_when_unsolved(tmp_path, monkeypatch):
     p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'), jobs=1)
-    paths = probe.config_paths(['gpt', 'gmlp'])
+    paths = configurator.config_paths(['gpt', 'gmlp'])
     calls = []
 
     def fake_train_run(args, probe_, key, threads=None, log=False):
@@ -239,7 +241,7 @@ def test_quick_in_a_fresh_clone_trains_its_cells_and_leaves_git_clean(tmp_path):
     r = subprocess.run([sys.executable, 'probe.py', '--quick'], cwd=clone, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert '2 cells to run (0 already in' in r.stderr and '2 runs in' in r.stderr  # it trained, and said so
-    assert len(probe.read_results(str(clone / 'out-probe' / 'quick.jsonl'), 'probe')) == 2
+    assert len(stats.read_results(str(clone / 'out-probe' / 'quick.jsonl'), 'probe')) == 2
     assert subprocess.run(['git', 'status', '--porcelain'], cwd=clone, capture_output=True, text=True).stdout == ''
 
 
@@ -261,7 +263,7 @@ def test_ctrl_c_keeps_finished_runs_stops_the_cells_and_a_rerun_continues(tmp_pa
             break
         time.sleep(0.2)
     assert left == ''
-    before = probe.read_results(str(results), 'probe') if results.exists() else []
+    before = stats.read_results(str(results), 'probe') if results.exists() else []
     again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"({len(before)} already in" in again.stderr

@@ -17,12 +17,14 @@ import urllib.request
 import numpy as np
 import pytest
 
-import corpus
-import data as D
 import prepare as P
 import tokenizer
+from conftest import write_shard
+import configurator
+import prepare
+import train
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
         "All:\tSpeak, speak!\n  héllo wörld ✓ 🐍 42\r\n")
 
@@ -40,7 +42,7 @@ def write(path, content):
 
 
 def read_split(out_dir, split):
-    return np.concatenate([D.load_shard(p) for p in D.find_shards(str(out_dir), split)])
+    return np.concatenate([prepare.load_shard(p) for p in prepare.find_shards(str(out_dir), split)])
 
 
 def tiny_ranks_file(path, more=(), drop=None):
@@ -65,7 +67,7 @@ def test_char_and_byte_round_trip():
     for tok in (char, byte):  # rebuilt from what meta.json stores
         again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
         assert again.encode(TEXT) == tok.encode(TEXT) and again.vocab_size == tok.vocab_size
-    with pytest.raises(P.UsageError, match='not in this'):
+    with pytest.raises(configurator.UsageError, match='not in this'):
         char.encode('Z')
     assert char.decode([1, 10_000]) == '\n\ufffd'  # ids beyond the vocabulary (a padded model) decode visibly
 
@@ -79,9 +81,9 @@ def test_tiktoken_from_local_ranks_file(tmp_path):
     assert list(tok.encode_array('<|endoftext|>')) == tok.enc.encode_ordinary('<|endoftext|>')  # in a corpus, not
     again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
     assert again.encode(TEXT) == tok.encode(TEXT) and again.eot_token == 264
-    with pytest.raises(P.UsageError, match='not a tiktoken ranks file'):
+    with pytest.raises(configurator.UsageError, match='not a tiktoken ranks file'):
         tokenizer.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
-    with pytest.raises(P.UsageError, match='not found'):
+    with pytest.raises(configurator.UsageError, match='not found'):
         tokenizer.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
 
 
@@ -90,7 +92,7 @@ def test_prepare_with_local_ranks_file(tmp_path):
     docs = [write(tmp_path / f'doc{i}.txt', f"the thing {i} is in the {'ring ' * i}\n" * 3) for i in range(20)]
     out = tmp_path / 'out'
     P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}', '--split=last'])
-    meta = D.read_meta(str(out))
+    meta = prepare.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'tiktoken' and meta['eot_token'] == 264 and meta['split']['cut'] == 'document'
     tok = tokenizer.load_tokenizer(meta)
     train, val = read_split(out, 'train'), read_split(out, 'val')
@@ -102,7 +104,7 @@ def test_prepare_with_local_ranks_file(tmp_path):
 
 def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     """Encoding in small pieces (cut at letter-then-whitespace) gives the ids of encoding the whole text."""
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 64)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 64)
     monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     rng = np.random.default_rng(0)
@@ -111,13 +113,13 @@ def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     path = write(tmp_path / 'one.txt', text)
     out = tmp_path / 'out'
     P.main([f'--input={path}', f'--tokenizer={ranks}', f'--out_dir={out}', '--shard_tokens=500'])
-    _, off, how = corpus.plan_split([corpus.Doc(path, os.path.getsize(path), path=path)], 0.1)
+    _, off, how = prepare.plan_split([prepare.Doc(path, os.path.getsize(path), path=path)], 0.1)
     assert how == 'line'
     enc = tokenizer.tiktoken_from_file(ranks).enc
     raw = text.encode()
     assert read_split(out, 'train').tolist() == [264] + enc.encode_ordinary(raw[:off].decode())
     assert read_split(out, 'val').tolist() == enc.encode_ordinary(raw[off:].decode())
-    assert len(D.find_shards(str(out), 'train')) > 1
+    assert len(prepare.find_shards(str(out), 'train')) > 1
 
 
 # the pre-tokenisation patterns of tiktoken's cl100k_base and o200k_base (tiktoken_ext/openai_public.py)
@@ -130,7 +132,7 @@ O200K = "|".join([
 
 @pytest.mark.parametrize('pattern', [tokenizer.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
 def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, pattern):
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 32)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 32)
     # merges across the places where a careless cut would split a pre-tokenised piece
     more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45', b'\n/', b'\n{']
     tok = tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
@@ -141,8 +143,8 @@ def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, patte
     # and text with no letter or digit before whitespace: CJK lines ending in 。, long lines without spaces
     lines = ['天地玄黄。', '宇宙洪荒。 ', '/日月盈昃', '辰宿列张!', '{"k":[12,"x"]}' * 20, '。', '\t']
     text += ''.join(rng.choice(lines) + rng.choice(['\n', '\r\n', '\n\n', '\n ']) for _ in range(500))
-    doc = corpus.Doc('t', len(text.encode()), data=text.encode())
-    pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=True)]
+    doc = prepare.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in prepare.texts(doc, 0, doc.size, 'strict', bpe=True)]
     assert len(pieces) > 200 and ''.join(pieces) == text
     assert np.concatenate([tok.encode_array(p) for p in pieces]).tolist() == tok.enc.encode_ordinary(text)
 
@@ -150,12 +152,12 @@ def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, patte
 def test_text_without_cut_points_goes_in_bounded_pieces(monkeypatch):
     """Text with no letter or digit before whitespace (CJK, minified) is still read in pieces of about
     PIECE_BYTES, not carried over whole from block to block (quadratic time, the whole text in memory)."""
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 64)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 64)
     cjk = '天地玄黄，宇宙洪荒。\n' * 500  # 11 characters a line
     one_line = '{"k":[12,"x"]}' * 500  # no whitespace at all
     for text, bpe, longest in [(cjk, True, 64 + 11), (cjk, False, 64), (one_line, False, 64)]:
-        doc = corpus.Doc('t', len(text.encode()), data=text.encode())
-        pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=bpe)]
+        doc = prepare.Doc('t', len(text.encode()), data=text.encode())
+        pieces = [piece for piece, _ in prepare.texts(doc, 0, doc.size, 'strict', bpe=bpe)]
         assert ''.join(pieces) == text and max(map(len, pieces)) <= longest, (bpe, max(map(len, pieces)))
 
 
@@ -166,18 +168,18 @@ def test_text_without_cut_points_goes_in_bounded_pieces(monkeypatch):
 def test_shard_header_and_length(tmp_path, top, dtype, version):
     tokens = np.arange(1000) % top + (top - 500)
     path = str(tmp_path / 'train_000000.bin')
-    D.write_shard(path, tokens)
+    write_shard(path, tokens)
     header = np.fromfile(path, dtype=np.int32, count=256)
     assert list(header[:3]) == [20240520, version, 1000] and not header[3:].any()
     assert os.path.getsize(path) == 256 * 4 + 1000 * np.dtype(dtype).itemsize
-    got = D.load_shard(path)
+    got = prepare.load_shard(path)
     assert got.dtype == dtype and np.array_equal(got, tokens)
     assert os.listdir(tmp_path) == ['train_000000.bin']  # no temporary file left behind
 
 
 def test_reader_rejects_bad_shards(tmp_path):
     path = str(tmp_path / 'train_000000.bin')
-    D.write_shard(path, np.arange(100))
+    write_shard(path, np.arange(100))
     good = open(path, 'rb').read()
     header = np.frombuffer(good[:1024], dtype=np.int32).copy()
     cases = {'truncated': good[:-1], 'too short': good[:100], 'longer': good + b'\0\0',
@@ -185,50 +187,50 @@ def test_reader_rejects_bad_shards(tmp_path):
              'wrong version': np.array([header[0], 7, *header[2:]], np.int32).tobytes() + good[1024:]}
     for name, data in cases.items():
         write(path, data)
-        with pytest.raises(D.ShardError) as e:
-            D.load_shard(path)
-        assert '\n' not in str(e.value) and isinstance(e.value, P.UsageError), name
-    with pytest.raises(D.ShardError, match='not found'):
-        D.load_shard(str(tmp_path / 'missing.bin'))
+        with pytest.raises(prepare.ShardError) as e:
+            prepare.load_shard(path)
+        assert '\n' not in str(e.value) and isinstance(e.value, configurator.UsageError), name
+    with pytest.raises(prepare.ShardError, match='not found'):
+        prepare.load_shard(str(tmp_path / 'missing.bin'))
 
 
 def test_find_shards_and_read_meta(tmp_path):
-    assert D.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
-    with pytest.raises(P.UsageError, match='no train_'):
-        D.find_shards(str(tmp_path), 'train')
+    assert prepare.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
+    with pytest.raises(configurator.UsageError, match='no train_'):
+        prepare.find_shards(str(tmp_path), 'train')
     for i in (1, 0, 10):  # raw llm.c shards, no meta.json
-        D.write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
-    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == \
+        write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
+    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == \
         ['fineweb_train_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000010.bin']
-    assert D.read_meta(str(tmp_path)) is None
+    assert prepare.read_meta(str(tmp_path)) is None
 
 
 @pytest.mark.parametrize('name', ['train_000000.bin', 'val_g3_000001.bin'])
 def test_prepare_shards_without_meta_are_refused(tmp_path, name):
     """What an older prepare.py left when it failed between removing meta.json and writing the new one
     (shards only), or what a killed run left in a new folder: not raw shards, a one-line 'rerun'."""
-    D.write_shard(str(tmp_path / name), [1, 2])
-    D.write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
-    for read in (D.read_meta, lambda d: D.find_shards(d, 'train')):
-        with pytest.raises(P.UsageError, match='no meta.json.*rerun prepare.py') as e:
+    write_shard(str(tmp_path / name), [1, 2])
+    write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
+    for read in (prepare.read_meta, lambda d: prepare.find_shards(d, 'train')):
+        with pytest.raises(configurator.UsageError, match='no meta.json.*rerun prepare.py') as e:
             read(str(tmp_path))
         assert '\n' not in str(e.value)
 
 
 def test_only_the_shards_meta_lists_are_read(tmp_path):
     for name in ('train_g1_000000.bin', 'train_g2_000000.bin', 'train_g2_000001.bin', 'val_g2_000000.bin'):
-        D.write_shard(str(tmp_path / name), [1, 2])
+        write_shard(str(tmp_path / name), [1, 2])
     meta = {'vocab_size': 10, 'shards': {'train': ['train_g2_000000.bin', 'train_g2_000001.bin'],
                                          'val': ['val_g2_000000.bin']}}
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
+    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
     del meta['shards']  # a meta.json written by hand: every train_*.bin but the numbered runs' leftovers
-    D.write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
+    write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in D.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
+    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
     write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'shards': {'train': ['gone.bin'], 'val': []}}))
-    with pytest.raises(P.UsageError, match='gone.bin is listed in meta.json but missing'):
-        D.find_shards(str(tmp_path), 'train')
+    with pytest.raises(configurator.UsageError, match='gone.bin is listed in meta.json but missing'):
+        prepare.find_shards(str(tmp_path), 'train')
 
 
 @pytest.mark.parametrize('meta, expect', [
@@ -245,20 +247,20 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
 ])
 def test_wrong_meta_is_one_line(tmp_path, meta, expect):
     write(tmp_path / 'meta.json', json.dumps(meta))
-    with pytest.raises(P.UsageError, match='rerun prepare.py') as e:
-        D.read_meta(str(tmp_path))
+    with pytest.raises(configurator.UsageError, match='rerun prepare.py') as e:
+        prepare.read_meta(str(tmp_path))
     assert expect in str(e.value) and '\n' not in str(e.value)
 
 
 def test_meta_records_the_largest_id(tmp_path):
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 10)}", f'--out_dir={out}', '--tokenizer=byte'])
-    meta = D.read_meta(out)
+    meta = prepare.read_meta(out)
     assert meta['max_id'] == {s: int(read_split(out, s).max()) for s in ('train', 'val')}
     meta['vocab_size'] = meta['max_id']['train']  # as if the shards held ids the vocabulary lacks
     write(os.path.join(out, 'meta.json'), json.dumps(meta))
-    with pytest.raises(P.UsageError, match='hold token id'):
-        D.find_shards(out, 'train')
+    with pytest.raises(configurator.UsageError, match='hold token id'):
+        prepare.find_shards(out, 'train')
 
 
 # -----------------------------------------------------------------------------
@@ -268,7 +270,7 @@ def test_default_corpus_with_no_arguments(tmp_path):
     r = run_cli([], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = tmp_path / 'data' / 'pydoc_char'  # train.py's default data_dir
-    meta = D.read_meta(str(out))
+    meta = prepare.read_meta(str(out))
     assert meta['source']['name'] == 'pydoc' and meta['tokenizer']['kind'] == 'char' and meta['eot_token'] is None
     assert meta['command'].endswith('prepare.py') and meta['split']['cut'] == 'document'
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g1_000000.bin', 'val_g1_000000.bin']
@@ -317,9 +319,9 @@ def test_rerun_replaces_output_cleanly(tmp_path, monkeypatch):
     corpus = write(tmp_path / 'c.txt', TEXT * 40)
     out = str(tmp_path / 'out')
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=300', '--tokenizer=byte'])
-    assert len(D.find_shards(out, 'train')) > 5
+    assert len(prepare.find_shards(out, 'train')) > 5
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=100000'])
-    meta = D.read_meta(out)
+    meta = prepare.read_meta(out)
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g2_000000.bin', 'val_g2_000000.bin']
     assert meta['tokenizer']['kind'] == 'char'
     assert meta['shards'] == {'train': ['train_g2_000000.bin'], 'val': ['val_g2_000000.bin']}
@@ -330,47 +332,47 @@ def test_one_line_corpus(tmp_path):
     """One document with no newline: val is cut at a character boundary and nothing separates documents."""
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', 'é' * 300)}", f'--out_dir={out}'])
-    meta = D.read_meta(out)
+    meta = prepare.read_meta(out)
     assert meta['tokenizer']['chars'] == 'é' and meta['split']['cut'] == 'character'
     assert meta['tokens'] == {'train': 270, 'val': 30}
 
 
 def test_failed_run_leaves_previous_output_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 256)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 256)
     monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 40)}", f'--out_dir={out}'])
     before = {n: open(os.path.join(out, n), 'rb').read() for n in os.listdir(out)}
     write(tmp_path / 'b.txt', b'word ' * 2000 + b'\xed\xb3\xbf')  # an encoded surrogate: not UTF-8
-    with pytest.raises(P.UsageError, match='invalid UTF-8'):  # fails after writing shards of the new run
+    with pytest.raises(configurator.UsageError, match='invalid UTF-8'):  # fails after writing shards of the new run
         P.main([f'--input={tmp_path}/a.txt,{tmp_path}/b.txt', f'--out_dir={out}', '--tokenizer=byte',
                 '--shard_tokens=1000'])
     assert {n: open(os.path.join(out, n), 'rb').read() for n in os.listdir(out)} == before
 
 
 def test_invalid_utf8_offset_across_blocks_and_replace(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 8)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 8)
     data = ('é' * 20).encode() + b'\xc3(' + b' tail\n' * 20  # the bad sequence starts at byte 40
     path = write(tmp_path / 'x.txt', data)
-    with pytest.raises(P.UsageError, match='at byte 40;'):
+    with pytest.raises(configurator.UsageError, match='at byte 40;'):
         P.main([f'--input={path}', f'--out_dir={tmp_path}/out'])
     P.main([f'--input={path}', f'--out_dir={tmp_path}/out', '--errors=replace'])
-    tok = tokenizer.load_tokenizer(D.read_meta(f'{tmp_path}/out'))
+    tok = tokenizer.load_tokenizer(prepare.read_meta(f'{tmp_path}/out'))
     text = tok.decode(np.concatenate([read_split(f'{tmp_path}/out', s) for s in ('train', 'val')]).tolist())
     assert text == data.decode('utf-8', errors='replace')
 
 
 def test_split_boundaries():
-    many = [corpus.Doc(f'd{i}', 10, data=b'x' * 9 + b'\n') for i in range(50)]
-    assert corpus.plan_split(many, 0.1) == (45, 0, 'document')
-    lines = [corpus.Doc('one', 200, data=b'abcdefghi\n' * 20)]
-    assert corpus.plan_split(lines, 0.1) == (0, 180, 'line')
-    assert corpus.plan_split(lines, 0.12) == (0, 180, 'line')  # the cut moves forward to the next line
+    many = [prepare.Doc(f'd{i}', 10, data=b'x' * 9 + b'\n') for i in range(50)]
+    assert prepare.plan_split(many, 0.1) == (45, 0, 'document')
+    lines = [prepare.Doc('one', 200, data=b'abcdefghi\n' * 20)]
+    assert prepare.plan_split(lines, 0.1) == (0, 180, 'line')
+    assert prepare.plan_split(lines, 0.12) == (0, 180, 'line')  # the cut moves forward to the next line
     wide = 'é' * 100  # 200 bytes and no newline: cut at a character boundary
-    i, off, how = corpus.plan_split([corpus.Doc('w', 200, data=wide.encode())], 0.105)
+    i, off, how = prepare.plan_split([prepare.Doc('w', 200, data=wide.encode())], 0.105)
     assert how == 'character' and off % 2 == 0 and 170 <= off <= 180
-    with pytest.raises(P.UsageError, match='too small'):
-        corpus.plan_split([corpus.Doc('tiny', 5, data=b'hello')], 0.05)
+    with pytest.raises(configurator.UsageError, match='too small'):
+        prepare.plan_split([prepare.Doc('tiny', 5, data=b'hello')], 0.05)
 
 
 def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
@@ -378,20 +380,20 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
         raise urllib.error.URLError('no network')
     monkeypatch.setattr(urllib.request, 'urlopen', offline)
     cache = tmp_path / 'cache'
-    with pytest.raises(P.UsageError, match='--input='):
+    with pytest.raises(configurator.UsageError, match='--input='):
         P.main(['--dataset=shakespeare', f'--cache_dir={cache}', f'--out_dir={tmp_path}/out'])
     assert not (tmp_path / 'out').exists()
     # a file with Tiny Shakespeare's sha256 (here a stand-in) is recognised, from --input or from the cache
     fake = ('ROMEO:\nBut soft!\n\n' * 50).encode()
-    monkeypatch.setattr(corpus, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
-    monkeypatch.setattr(corpus, 'SHAKESPEARE_BYTES', len(fake))
+    monkeypatch.setattr(prepare, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
+    monkeypatch.setattr(prepare, 'SHAKESPEARE_BYTES', len(fake))
     P.main([f"--input={write(tmp_path / 'input.txt', fake)}", f'--out_dir={tmp_path}/a'])
-    assert D.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
+    assert prepare.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
     os.makedirs(cache)
     write(cache / 'tinyshakespeare.txt', fake)
     monkeypatch.chdir(tmp_path)
     P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
-    assert D.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
+    assert prepare.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
 
 
 # -----------------------------------------------------------------------------
@@ -399,27 +401,27 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
 
 def test_ranks_file_without_every_byte_is_one_line(tmp_path):
     """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack."""
-    with pytest.raises(P.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
+    with pytest.raises(configurator.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
         tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
     dup = write(tmp_path / 'dup.tiktoken', open(tiny_ranks_file(tmp_path / 'b.tiktoken'), 'rb').read()
                 + base64.b64encode(b'xyz') + b' 300\n' + base64.b64encode(b'xy') + b' 300\n')
-    with pytest.raises(P.UsageError, match='same rank'):
+    with pytest.raises(configurator.UsageError, match='same rank'):
         tokenizer.tiktoken_from_file(dup)
 
 
 def test_text_without_cut_points_is_cut_anyway(tmp_path, monkeypatch):
     """BPE text with no cut point (one long run of punctuation: a single pre-token) is cut every
     CUT_FREE_CHARS, so no piece (and no encoding's memory) grows with the file; the ids still decode to it."""
-    monkeypatch.setattr(corpus, 'PIECE_BYTES', 32)
-    monkeypatch.setattr(corpus, 'CUT_FREE_CHARS', 100)
+    monkeypatch.setattr(prepare, 'PIECE_BYTES', 32)
+    monkeypatch.setattr(prepare, 'CUT_FREE_CHARS', 100)
     text = '.,;' * 1000 + '\n' + '{"k":[12,"x"]}' * 100 + ' the end\n' * 100
-    doc = corpus.Doc('t', len(text.encode()), data=text.encode())
-    pieces = [piece for piece, _ in corpus.texts(doc, 0, doc.size, 'strict', bpe=True)]
+    doc = prepare.Doc('t', len(text.encode()), data=text.encode())
+    pieces = [piece for piece, _ in prepare.texts(doc, 0, doc.size, 'strict', bpe=True)]
     assert ''.join(pieces) == text and max(map(len, pieces)) <= 100 + 32
     out = tmp_path / 'out'
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     P.main([f"--input={write(tmp_path / 'one.txt', text)}", f'--tokenizer={ranks}', f'--out_dir={out}'])
-    tok = tokenizer.load_tokenizer(D.read_meta(str(out)))
+    tok = tokenizer.load_tokenizer(prepare.read_meta(str(out)))
     ids = np.concatenate([read_split(out, s) for s in ('train', 'val')])
     assert tok.decode(ids.tolist()) == '<|endoftext|>' + text
 
@@ -431,10 +433,10 @@ def files(folder):
 def dataset(folder):
     """What the readers see: the tokenizer and each split's tokens, or the one-line error."""
     try:
-        meta = D.read_meta(str(folder))
+        meta = prepare.read_meta(str(folder))
         tokens = {s: read_split(folder, s).tolist() for s in ('train', 'val')}
         return meta['tokenizer']['kind'], meta['tokens'], tokens
-    except P.UsageError as e:
+    except configurator.UsageError as e:
         return f"error: {e}"
 
 
@@ -470,7 +472,7 @@ def test_full_disk_is_one_line_and_changes_nothing(tmp_path, monkeypatch, which,
         P.main([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'])
     old = files(out) if out.exists() else None
     fill_disk(monkeypatch, (lambda n: n.endswith('.bin')) if which == 'shard' else (lambda n: 'meta.json' in n))
-    with pytest.raises(P.UsageError) as e:
+    with pytest.raises(configurator.UsageError) as e:
         P.main([f'--input={corpus}', f'--out_dir={out}'])
     message = str(e.value)
     assert '\n' not in message and 'no space left on device' in message.lower(), message
@@ -519,7 +521,7 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
     P.main([*old_args, f'--out_dir={pristine}'])
     P.main([*new_args, f'--out_dir={tmp_path / "ref"}'])
     old, new = dataset(pristine), dataset(tmp_path / 'ref')
-    assert old != new and len(D.find_shards(str(pristine), 'train')) > 1
+    assert old != new and len(prepare.find_shards(str(pristine), 'train')) > 1
     seen = set()
     for step in range(1, 200):
         out = tmp_path / f'out{step}'
@@ -531,7 +533,7 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
         seen.add('old' if got == old else 'new')
         P.main([*new_args, f'--out_dir={out}'])  # the next run cleans up whatever the killed one left
         assert dataset(out) == new
-        meta = D.read_meta(str(out))
+        meta = prepare.read_meta(str(out))
         assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
         shutil.rmtree(out)
         if code == 0:
@@ -565,7 +567,7 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
             try:
                 P.main(new_args)
                 failed = None
-            except P.UsageError as e:
+            except configurator.UsageError as e:
                 failed = str(e)
         if failed:
             assert '\n' not in failed and files(out) == old_files, (step, failed)
@@ -598,8 +600,8 @@ def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, 
     def no_network(*args, **kwargs):
         raise AssertionError('prepare.py --dataset=stdlib used the network')
     monkeypatch.setattr(socket, 'socket', no_network)
-    docs, source = corpus.stdlib_corpus()
-    again, source2 = corpus.stdlib_corpus()
+    docs, source = prepare.stdlib_corpus()
+    again, source2 = prepare.stdlib_corpus()
     assert source == source2 and [d.name for d in docs] == [d.name for d in again]  # same interpreter, same corpus
     assert source['files'] == len(docs) > 100 and source['bytes'] == sum(d.size for d in docs) > 1_000_000
     assert [d.name for d in docs] == sorted(d.name for d in docs) and all(d.name.endswith('.py') for d in docs)
@@ -607,12 +609,12 @@ def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, 
     assert source['python'].endswith(f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}")
     out = tmp_path / 'stdlib'
     P.main(['--dataset=stdlib', f'--out_dir={out}'])
-    meta = D.read_meta(str(out))
+    meta = prepare.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'byte' and meta['split']['cut'] == 'hashed documents'
     assert {k: meta['source'][k] for k in ('files', 'bytes', 'sha256', 'python')} == \
         {k: source[k] for k in ('files', 'bytes', 'sha256', 'python')}
     # split by document: the val bytes are whole files, those first in the order of their names' sha256
-    ordered, (k, off, _) = corpus.hashed_split(docs, 0.1)
+    ordered, (k, off, _) = prepare.hashed_split(docs, 0.1)
     assert off == 0 and sorted(d.name for d in ordered) == sorted(d.name for d in docs)
     val = ordered[k:]
     assert {d.name for d in val}.isdisjoint(d.name for d in ordered[:k])
@@ -625,12 +627,12 @@ def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, 
 def test_tokens_per_byte_of_a_char_corpus(tmp_path):
     text = 'héllo wörld\n' * 40  # 12 characters, 14 bytes per line
     P.main([f"--input={write(tmp_path / 'a.txt', text)}", f'--out_dir={tmp_path / "out"}', '--val_fraction=0.25'])
-    meta = D.read_meta(str(tmp_path / 'out'))
+    meta = prepare.read_meta(str(tmp_path / 'out'))
     for split in ('train', 'val'):
         assert meta['tokens'][split] == len(read_split(tmp_path / 'out', split))
         assert meta['tokens_per_byte'][split] == pytest.approx(12 / 14)  # a line split at a line boundary
-    assert D.bits_per_byte(meta, 'val', 2.0) == pytest.approx(2.0 / math.log(2) * 12 / 14)
-    assert D.bits_per_byte({'vocab_size': 5}, 'val', 2.0) is None  # an older meta.json: no ratio recorded
+    assert train.bits_per_byte(meta, 'val', 2.0) == pytest.approx(2.0 / math.log(2) * 12 / 14)
+    assert train.bits_per_byte({'vocab_size': 5}, 'val', 2.0) is None  # an older meta.json: no ratio recorded
 
 
 # -----------------------------------------------------------------------------
@@ -652,7 +654,7 @@ def test_a_folder_another_prepare_is_writing_is_refused_and_a_killed_holder_does
     holder.kill()  # as kill -9: the kernel drops the lock with the process
     holder.wait()
     P.main([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'])
-    assert D.read_meta(str(out))['tokenizer']['kind'] == 'byte'
+    assert prepare.read_meta(str(out))['tokenizer']['kind'] == 'byte'
 
 
 def test_two_prepares_at_once_leave_one_whole_dataset(tmp_path):
@@ -664,7 +666,7 @@ def test_two_prepares_at_once_leave_one_whole_dataset(tmp_path):
     results = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 2], [0, 0]), results
-    meta = D.read_meta(str(out))
+    meta = prepare.read_meta(str(out))
     assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
     tok = tokenizer.load_tokenizer(meta)
     assert tok.decode(read_split(out, 'train').tolist() + read_split(out, 'val').tolist()) == TEXT * 20000
@@ -676,9 +678,9 @@ def test_out_dir_inside_the_input_folder_is_not_read_as_text(tmp_path):
     write(src / 'a.txt', TEXT * 50)
     args = [f'--input={src}', f'--out_dir={src / "data"}', '--errors=replace']
     P.main(args)
-    first = D.read_meta(str(src / 'data'))
+    first = prepare.read_meta(str(src / 'data'))
     P.main(args)  # the second run walks src/ again: its data/ folder (shards, meta.json) is left out
-    again = D.read_meta(str(src / 'data'))
+    again = prepare.read_meta(str(src / 'data'))
     assert again['vocab_size'] == first['vocab_size'] and again['source']['files'] == first['source']['files'] == 1
     assert again['tokens'] == first['tokens']
 
@@ -688,19 +690,19 @@ def test_a_pipe_is_read_and_unreadable_inputs_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--input=/dev/stdin',
                         f'--out_dir={tmp_path / "piped"}'], input=text, text=True, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    meta = D.read_meta(str(tmp_path / 'piped'))
+    meta = prepare.read_meta(str(tmp_path / 'piped'))
     assert sum(meta['bytes'].values()) == len(text.encode())
     folder = tmp_path / 'in'
     folder.mkdir()
     write(folder / 'a.txt', TEXT)
     os.symlink(folder / 'gone.txt', folder / 'b.txt')  # a dangling link
-    with pytest.raises(P.UsageError, match=r"cannot read '.*b.txt' \(no such file or directory\)"):
+    with pytest.raises(configurator.UsageError, match=r"cannot read '.*b.txt' \(no such file or directory\)"):
         P.main([f'--input={folder}', f'--out_dir={tmp_path / "out"}'])
     os.remove(folder / 'b.txt')
     write(folder / 'c.txt', TEXT)
     os.chmod(folder / 'c.txt', 0)
     if not os.access(folder / 'c.txt', os.R_OK):  # (root reads anything)
-        with pytest.raises(P.UsageError, match=r"cannot read '.*c.txt' \(permission denied\)"):
+        with pytest.raises(configurator.UsageError, match=r"cannot read '.*c.txt' \(permission denied\)"):
             P.main([f'--input={folder}', f'--out_dir={tmp_path / "out"}'])
     assert not os.path.exists(tmp_path / 'out')
 
@@ -713,7 +715,7 @@ def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tm
         for f in range(5):
             write(tmp_path / 'src' / f'pkg{p}' / f'mod{f}.py', f"# package {p} module {f}\n" + f"x{p} = {f}\n" * 40)
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "h"}'])
-    meta = D.read_meta(str(tmp_path / 'h'))
+    meta = prepare.read_meta(str(tmp_path / 'h'))
     assert meta['split'] == {'val_fraction': 0.1, 'cut': 'hashed documents'}
     tok = tokenizer.load_tokenizer(meta)
     val = tok.decode(read_split(tmp_path / 'h', 'val').tolist())
@@ -722,10 +724,10 @@ def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tm
     train = tok.decode(read_split(tmp_path / 'h', 'train').tolist())
     assert train.count('# package') + val.count('# package') == 35  # every file once
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "l"}', '--split=last'])
-    last = D.read_meta(str(tmp_path / 'l'))
+    last = prepare.read_meta(str(tmp_path / 'l'))
     tail = tokenizer.load_tokenizer(last).decode(read_split(tmp_path / 'l', 'val').tolist())
     assert last['split']['cut'] != 'hashed documents' and set(re.findall(r'# package (\d)', tail)) == {'6'}
-    with pytest.raises(P.UsageError, match='--split=hashed picks whole files for val, and this corpus is one'):
+    with pytest.raises(configurator.UsageError, match='--split=hashed picks whole files for val, and this corpus is one'):
         P.main([f'--input={tmp_path / "src" / "pkg0" / "mod0.py"}', f'--out_dir={tmp_path / "o"}', '--split=hashed'])
 
 
@@ -738,8 +740,8 @@ def test_a_folder_split_holds_val_fraction_whatever_its_files_sizes(tmp_path, ca
         write(tmp_path / 'src' / f'f{i}.py', ('x = 1\n' * (n // 6 + 1))[:n])
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "d"}', '--val_fraction=0.1'])
     val, train = (len(read_split(tmp_path / 'd', s)) for s in ('val', 'train'))
-    assert abs(val / (val + train) - 0.1) <= corpus.SPLIT_TOLERANCE * 0.1 + 1e-3
-    cut = D.read_meta(str(tmp_path / 'd'))['split']['cut']
+    assert abs(val / (val + train) - 0.1) <= prepare.SPLIT_TOLERANCE * 0.1 + 1e-3
+    cut = prepare.read_meta(str(tmp_path / 'd'))['split']['cut']
     assert (cut == 'hashed documents') == ('cannot make val_fraction' not in capsys.readouterr().err)
 
 
@@ -755,11 +757,11 @@ def test_fineweb_downloads_checks_and_commits_shards(fake_hub, tmp_path, capsys)
     for name in ('fineweb_val_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000002.bin'):
         assert (out / name).read_bytes() == files[name]
     assert not (out / 'fineweb_train_000003.bin').exists()
-    on_disk = D.read_meta(str(out))
+    on_disk = prepare.read_meta(str(out))
     assert on_disk['tokens'] == {'val': 3000, 'train': 20001 + 20002} and on_disk['vocab_size'] == 50257
     assert on_disk['tokenizer'] == {'kind': 'tiktoken', 'name': 'gpt2'} and 'bits_per_byte' in on_disk
-    assert D.bits_per_byte(on_disk, 'val', 2.0) is None  # the byte count is unknown: no bits per byte
-    assert [len(D.load_shard(p)) for p in D.find_shards(str(out), 'train')] == [20001, 20002]
+    assert train.bits_per_byte(on_disk, 'val', 2.0) is None  # the byte count is unknown: no bits per byte
+    assert [len(prepare.load_shard(p)) for p in prepare.find_shards(str(out), 'train')] == [20001, 20002]
     hub.ranges.clear()
     P.main(['--dataset=fineweb', '--train_shards=3', f'--out_dir={out}'])  # one more: the others stay
     assert [name for name, _ in hub.ranges] == ['fineweb_train_000003.bin']
@@ -770,7 +772,7 @@ def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
     hub, files = fake_hub
     out = tmp_path / 'fw'
     hub.cut['fineweb_train_000001.bin'] = 3 * 4096 + 100  # the connection dies after 3 whole chunks
-    with pytest.raises(P.UsageError, match=r"could not download fineweb_train_000001.bin from .*; what is fetched "
+    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_train_000001.bin from .*; what is fetched "
                                            r"is kept: rerun to go on") as e:
         P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
     assert '\n' not in str(e.value) and not (out / 'meta.json').exists()
@@ -781,7 +783,7 @@ def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
     P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
     assert hub.ranges == [('fineweb_train_000001.bin', f"bytes={partial_size(hub)}-")]
     assert (out / 'fineweb_train_000001.bin').read_bytes() == files['fineweb_train_000001.bin']
-    assert not partial.exists() and D.read_meta(str(out))['tokens']['train'] == 20001
+    assert not partial.exists() and prepare.read_meta(str(out))['tokens']['train'] == 20001
 
 
 def partial_size(hub):
@@ -802,7 +804,7 @@ def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
     out = tmp_path / 'fw'
     expect = {'count': "the header says 101 tokens", 'magic': "not a token shard", 'empty': "it holds no tokens",
               'ids': "it holds token id 60000, beyond GPT-2's 50,257"}[bad]
-    with pytest.raises(P.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard of GPT-2 tokens \({expect}.*\); "
+    with pytest.raises(configurator.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard of GPT-2 tokens \({expect}.*\); "
                                            r"it is removed: rerun to fetch it again") as e:
         P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
     assert '\n' not in str(e.value)
@@ -814,10 +816,10 @@ def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
 def test_fineweb_without_the_network_or_its_library_is_one_line(tmp_path, monkeypatch):
     pytest.importorskip('huggingface_hub')
     monkeypatch.setenv('HF_ENDPOINT', 'http://127.0.0.1:9')  # nothing listens there
-    with pytest.raises(P.UsageError, match=r"could not download fineweb_val_000000.bin .*rerun to go on"):
+    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_val_000000.bin .*rerun to go on"):
         P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
     monkeypatch.setitem(sys.modules, 'huggingface_hub', None)
-    with pytest.raises(P.UsageError, match="downloads through huggingface_hub, which is not installed: pip install"):
+    with pytest.raises(configurator.UsageError, match="downloads through huggingface_hub, which is not installed: pip install"):
         P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
-    with pytest.raises(P.UsageError, match="GPT-2 tokens already; leave out --tokenizer=char"):
+    with pytest.raises(configurator.UsageError, match="GPT-2 tokens already; leave out --tokenizer=char"):
         P.main(['--dataset=fineweb', '--tokenizer=char'])

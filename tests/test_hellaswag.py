@@ -1,8 +1,8 @@
 """
-eval.py: HellaSwag-style scoring on items the tests write: a model trained on the right endings scores
+hellaswag.py: HellaSwag-style scoring on items the tests write: a model trained on the right endings scores
 100% on rigged items and chance on random ones, the command line writes its result and refuses bad
 input in one line, 2 processes under torchrun score as one, and FineWeb's shards (a local endpoint)
-go through prepare -> train -> eval.py.
+go through prepare -> train -> hellaswag.py.
 """
 import json
 import os
@@ -16,7 +16,7 @@ import prepare
 import train
 from configurator import UsageError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 SENTENCES = ["the cat sat on the mat.", "a dog ran to the log.", "the sky is blue today.", "my hen is red."]
 RIGGED = [("the cat sat on the", ["mat.", "log.", "sky.", "dog."], 0),
           ("a dog ran to the", ["cat.", "log.", "mat.", "sky."], 1),
@@ -47,8 +47,7 @@ def trained(tmp_path_factory):
 
 
 def evaluate(out_dir, items, tmp_path, *args):
-    import importlib
-    ev = importlib.import_module('eval')
+    import hellaswag as ev
     return ev.main([f'--out_dir={out_dir}', f'--input={write_items(tmp_path / "items.jsonl", items)}', '--device=cpu',
                     *args])
 
@@ -72,7 +71,7 @@ def test_random_items_score_near_chance(trained, tmp_path):
 
 def test_the_command_line_writes_its_result_and_refuses_bad_input_in_one_line(trained, tmp_path):
     items = write_items(tmp_path / 'items.jsonl', RIGGED)
-    r = subprocess.run([sys.executable, 'eval.py', f'--out_dir={trained}', f'--input={items}', '--device=cpu',
+    r = subprocess.run([sys.executable, 'hellaswag.py', f'--out_dir={trained}', f'--input={items}', '--device=cpu',
                         f'--json={tmp_path / "r.json"}'], cwd=HERE, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith('hellaswag: acc_norm 1.0000, acc 1.0000 on 4 items') and r.stdout.count('\n') == 1
@@ -82,7 +81,7 @@ def test_the_command_line_writes_its_result_and_refuses_bad_input_in_one_line(tr
                          ([f'--input={tmp_path / "nope.jsonl"}'], 'not found'),
                          (['--task=mmlu'], "task is not a task this script knows"),
                          (['--url=http://127.0.0.1:9/hellaswag_val.jsonl'], 'offline, pass --input=')]:
-        r = subprocess.run([sys.executable, os.path.join(HERE, 'eval.py'), f'--out_dir={trained}', *args],
+        r = subprocess.run([sys.executable, os.path.join(HERE, 'hellaswag.py'), f'--out_dir={trained}', *args],
                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
         said = r.stderr.splitlines()  # (a download says so on a line of its own first)
         assert r.returncode == 2 and said[-1].startswith('error:') and expect in said[-1], r.stderr
@@ -95,7 +94,7 @@ def test_the_items_are_downloaded_once(trained, tmp_path):
     hub = FakeHub({'hellaswag_val.jsonl': lines})
     url = f"{hub.url}/datasets/rowanz/resolve/main/hellaswag_val.jsonl"
     for _ in range(2):  # (in a folder of its own: data/hellaswag/ is made there)
-        r = subprocess.run([sys.executable, os.path.join(HERE, 'eval.py'), f'--out_dir={trained}', f'--url={url}',
+        r = subprocess.run([sys.executable, os.path.join(HERE, 'hellaswag.py'), f'--out_dir={trained}', f'--url={url}',
                             '--device=cpu', f'--json={tmp_path / "r.json"}'], cwd=tmp_path, capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0 and 'on 4 items' in r.stdout, r.stderr
@@ -109,7 +108,7 @@ def test_two_processes_under_torchrun_score_as_one(trained, tmp_path):
     items = RIGGED * 5 + [(c, list(rng.permutation(e)), 0) for c, e, _ in RIGGED]
     path = write_items(tmp_path / 'items.jsonl', items)
     one = evaluate(trained, items, tmp_path)
-    r = torchrun(os.path.join(HERE, 'eval.py'), f'--out_dir={trained}', f'--input={path}', '--device=cpu',
+    r = torchrun(os.path.join(HERE, 'hellaswag.py'), f'--out_dir={trained}', f'--input={path}', '--device=cpu',
                  f'--json={tmp_path / "ddp.json"}')
     assert r.returncode == 0, r.stderr[-2000:]
     ddp = json.load(open(tmp_path / 'ddp.json'))
@@ -118,7 +117,7 @@ def test_two_processes_under_torchrun_score_as_one(trained, tmp_path):
 
 
 def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkeypatch):
-    """prepare.py --dataset=fineweb (tiny shards from a local endpoint) -> train.py -> eval.py, offline:
+    """prepare.py --dataset=fineweb (tiny shards from a local endpoint) -> train.py -> hellaswag.py, offline:
     a tiny BPE ranks file stands in for GPT-2's (tiktoken would download that), registered as GPT-2's
     sha256 for this test only (a --ranks_file for gpt2 is checked against it)."""
     import hashlib
@@ -132,7 +131,7 @@ def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkey
     assert s['iter_num'] == 5 and s['val_bpb'] is None  # FineWeb's byte count is unknown: no bits per byte
     ranks = tiny_ranks_file(tmp_path / 'gpt2.tiktoken')
     monkeypatch.setitem(tokenizer.KNOWN_RANKS, 'gpt2', hashlib.sha256(open(ranks, 'rb').read()).hexdigest())
-    import importlib
-    r = importlib.import_module('eval').main([f'--out_dir={tmp_path / "out"}', f'--ranks_file={ranks}',
+    import hellaswag
+    r = hellaswag.main([f'--out_dir={tmp_path / "out"}', f'--ranks_file={ranks}',
                                               f'--input={write_items(tmp_path / "i.jsonl", RIGGED * 2)}'])
     assert r['n'] == 8 and 0 <= r['acc_norm'] <= 1

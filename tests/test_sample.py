@@ -19,14 +19,15 @@ import numpy as np
 import pytest
 import torch
 
-import checkpoint
 import prepare
 import sample
 import train
 from configurator import UsageError
+from sample import generate
 from tokenizer import ByteTokenizer, load_tokenizer, tiktoken_from_file
+import guards
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 ARCHS = {'mha': ['--block=transformer', '--attn=mha'],
          'mdha': ['--block=transformer', '--attn=mdha', '--ffn=relu2'],  # Primer EZ
          'gmlp': ['--block=gmlp', '--pos_emb=False'],
@@ -71,11 +72,11 @@ def run(capsys, out_dir, *args):
 
 def reference(out_dir, start, n, *, seed, num_samples=1, temperature=0.8, top_k=200, use_cache=True):
     """The text sample.py should print, written plainly: model.generate, then decode."""
-    ckpt = checkpoint.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'))
-    model = checkpoint.model_from_checkpoint(ckpt).eval()
+    ckpt = guards.load_checkpoint(os.path.join(out_dir, 'ckpt.pt'))
+    model = guards.model_from_checkpoint(ckpt).eval()
     tok = load_tokenizer(ckpt['meta'])
     idx = torch.tensor([tok.encode(start)] * num_samples)
-    y = model.generate(idx, n, temperature=temperature, top_k=top_k, use_cache=use_cache,
+    y = generate(model, idx, n, temperature=temperature, top_k=top_k, use_cache=use_cache,
                        generator=torch.Generator().manual_seed(seed))
     return [start + tok.decode(row[idx.size(1):].tolist()) for row in y]
 
@@ -349,7 +350,7 @@ def test_a_bpe_run_whose_ranks_file_moved_finds_it_by_sha256_or_is_told_where(tm
 
 def test_gpt2_by_name_offline_names_the_real_flag_and_checks_the_ranks_file(tmp_path, monkeypatch):
     """A dataset tokenized with tiktoken's 'gpt2' by name: offline, the message names --ranks_file (the
-    flag sample.py and eval.py have); a ranks file given is checked against GPT-2's by its sha256."""
+    flag sample.py and hellaswag.py have); a ranks file given is checked against GPT-2's by its sha256."""
     import tiktoken
     from test_prepare import tiny_ranks_file
 

@@ -1,348 +1,30 @@
 """
-Results as data: the results files that sweeps and the recall probe append to (one JSON record per
-finished run), the statistics over seeds, markdown tables, plots, and the one order in which every
-table lists the architectures. Every figure in RESULTS.md is drawn from a results file through
-these.
+Tables and plots from a results file: the sweep's summary (mean ± sd over seeds at the best lr, gaps to
+gpt and llama with 95% t intervals), the regime view (gaps across budgets), the schedule and transfer
+views (does a gap hold across schedules and shapes), scaling, and the val-loss plots of runs. Every
+figure in README.md and RESULTS.md is drawn from a committed results file through these
+(`python sweep.py --report --results=FILE`).
 """
-import dataclasses
-import glob
 import json
 import math
 import os
 import sys
-import threading
 
-from configurator import UsageError, atomic_write, write_error
-from jobs import locked_append
-from model import MATCH_TOLERANCE, GPTConfig
-from runtime import TrainConfig
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-# gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its own
-# variants), then the gMLP family
-ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_ez', 'swiglu', 'geglu', 'reglu',
-              'gmlp', 'amlp')
-
-
-def arch_key(name):
-    """Sort key that lists configs in ARCH_ORDER, any other config after them by name."""
-    return (ARCH_ORDER.index(name) if name in ARCH_ORDER else len(ARCH_ORDER), name)
-
-
-def config_paths(names):
-    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config
-    (configs/*.py but quick.py and the shared _recipe.py)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    shipped = sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))
-    known = [os.path.basename(p)[:-3] for p in shipped]
-    paths = []
-    for c in names:
-        if c.endswith('.py'):
-            if not os.path.isfile(c):
-                raise UsageError(f"config {c!r} not found")
-            paths.append(c)
-        elif c in known:
-            paths.append(os.path.relpath(shipped[known.index(c)]))
-        else:
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py path")
-    paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
-    if not paths:
-        raise UsageError("no configs: pass config files or run from the repository root")
-    return paths
-
-
-# -----------------------------------------------------------------------------
-# the results file
-
-# the fields a record of each kind has: a reader refuses a file of another kind instead of
-# misreading it
-KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer', 'data_dir', 'val_loss'),
-         'probe': ('config', 'width', 'T', 'N', 'lr', 'acc', 'steps_run')}
-
-
-def key_id(key):
-    """A record key as one string, the same for equal keys: what says two records are one run."""
-    return json.dumps(key, sort_keys=True)
-
-
-SAID = set()  # notes already printed by this process: a file read three times says its notes once
-
-
-def say_once(note):
-    if note not in SAID:
-        SAID.add(note)
-        print(f"note: {note}", file=sys.stderr)
-
-
-def finite(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-# what each field a report reads must hold: a hand-edited record that breaks one is skipped, named
-FIELD_CHECKS = {
-    'sweep': {'key': lambda v: isinstance(v, dict), 'config': lambda v: isinstance(v, str) and v,
-              'seed': lambda v: isinstance(v, int) and not isinstance(v, bool),
-              'lr': lambda v: finite(v) and v > 0, 'size': lambda v: isinstance(v, str),
-              'budget': lambda v: isinstance(v, str), 'budget_value': finite,
-              'optimizer': lambda v: isinstance(v, str), 'data_dir': lambda v: isinstance(v, str),
-              'val_loss': finite, 'params': lambda v: finite(v) and v > 0, 'tokens': finite,
-              'flops': lambda v: v is None or finite(v), 'train_s': lambda v: v is None or finite(v),
-              'val_bpb': lambda v: v is None or finite(v),
-              'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
-              'curve': lambda v: isinstance(v, list) and all(
-                  isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4]) for p in v)},
-    'probe': {'key': lambda v: isinstance(v, dict), 'acc': finite, 'lr': finite},
-}
-
-
-def bad_field(r, kind):
-    """The first field of record `r` a report could not read (missing, or of the wrong type), else None."""
-    for name, ok in FIELD_CHECKS[kind].items():
-        if name in KINDS[kind] or name in ('key', 'params', 'tokens', 'curve') and kind == 'sweep':
-            if name not in r or not ok(r[name]):
-                return name
-        elif name in r and not ok(r[name]):
-            return name
-    return None
-
-
-def parse_record(line, kind):
-    """(the record a line holds, or None; what it lacks). A line that is a cut-short record glued to a
-    whole one (appends before cut-short lines were set aside) gives the whole one."""
-    starts = [0] + [i for i in range(1, len(line)) if line.startswith(b'{"kind": ', i)]
-    for start in starts:
-        try:
-            r = json.loads(line[start:].decode('utf-8'))
-        except ValueError:  # also UnicodeDecodeError
-            continue
-        missing = [k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict) else ['key']
-        if not missing and r.get('kind', kind) == kind:
-            return r, start
-        return None, (f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r
-                      else f"it lacks {missing[0]!r}")
-    return None, 'not JSON'
-
-
-def read_many(paths, kind='sweep'):
-    """The records of several results files (a comma-separated string or a list), in order; a run
-    recorded in two of them counts once (the first)."""
-    records, seen = [], set()
-    for path in paths.split(',') if isinstance(paths, str) else paths:
-        for r in read_results(path, kind):
-            if run_id(r['key']) not in seen:
-                seen.add(run_id(r['key']))
-                records.append(r)
-    return records
-
-
-def read_results(path, kind='sweep'):
-    """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or
-    'probe'); no file: none. Said once on stderr and skipped: a last line cut short by a killed writer
-    (the next append sets it aside), the cut-short part of a record glued to it, and a second record of
-    a run already recorded (the first is kept). Any other line that is not such a record is a
-    UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
-    if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
-        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results names a "
-                         "results file (JSON lines)")
-    try:
-        with open(path, 'rb') as f:
-            lines = f.read().splitlines(keepends=True)
-    except FileNotFoundError:
-        return []
-    except OSError as e:
-        raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
-    records, seen, twice = [], {}, []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        r, why = parse_record(line.rstrip(b'\r\n'), kind)
-        if r is None and n == len(lines) and not line.endswith(b'\n'):
-            say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next record "
-                     f"appended moves it to {path}.partial")
-            continue
-        if r is None:
-            raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a results "
-                             f"file {kind}.py wrote, or delete that line")
-        if why:
-            say_once(f"{path} line {n} starts with {why} bytes of a record cut short, then a whole "
-                     "record: the whole one is read")
-        field = bad_field(r, kind)
-        if field:  # (a hand-edited record: NaN, null, a string for a number, ...)
-            say_once(f"{path} line {n}: its {field!r} is missing or not what {kind}.py writes "
-                     f"({json.dumps(r.get(field))[:40]}): the record is skipped")
-            continue
-        r.setdefault('schedule', 'cosine')  # records from before lr_schedule existed
-        if kind == 'sweep' and 'eval_seed' not in r['key']:  # from before one val set: each run's seed drew
-            r['key']['eval_seed'] = -1                      # its val batches (eval_seed=-1 today)
-            r.setdefault('val_set', f"{r['key'].get('eval_iters', '?')} x {r.get('batch_size', '?')} x "
-                                    f"{r.get('block_size', '?')} tokens of val, each run's own seed")
-        k = key_id(r['key'])
-        if k in seen:
-            twice.append(f"{n} (as line {seen[k]})")
-            continue
-        seen[k] = n
-        records.append(r)
-    if twice:
-        say_once(f"{path} records {len(twice)} run(s) twice, lines {', '.join(twice[:5])}"
-                 f"{' ...' if len(twice) > 5 else ''}: the first record of each is read")
-    return records
-
-
-def check_writable(path):
-    """A UsageError now, before any training, if the results file cannot be appended to later."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {folder!r} for the results file ({e.strerror}); pass --results=...") from None
-    why = 'a folder' if os.path.isdir(path) else 'no permission'
-    if os.path.isdir(path) or not os.access(path if os.path.exists(path) else folder, os.W_OK):
-        raise UsageError(f"cannot write the results file {path!r} ({why}); pass --results=a/file.jsonl you can write")
-
-
-def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run, in one write under a lock on the file (a line is whole even when
-    two sweeps, or a sweep and a probe, append to the same file), fsynced: an interrupted sweep keeps
-    every finished run. A cut-short last line left by a killed writer is first moved to
-    `path`.partial, with a note. `kept`: where the run's own output stays when the results file
-    cannot be written (one line, not a traceback)."""
-    data = (json.dumps(record) + '\n').encode()
-    with lock:
-        try:
-            note = locked_append(path, data, aside=f"{path}.partial")
-        except OSError as e:
-            raise write_error(path, e, f"{kept} is kept; rerun the same command to record it") from None
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-
-
-def markdown_table(rows, columns):
-    """rows: list of dicts; columns: list of (key, header, format)."""
-    out = ['| ' + ' | '.join(h for _, h, _ in columns) + ' |',
-           '|' + '|'.join('---' if i == 0 else '---:' for i in range(len(columns))) + '|']
-    for r in rows:
-        cells = []
-        for key, _, fmt in columns:
-            v = r.get(key)
-            cells.append('–' if v is None else fmt.format(v))
-        out.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(out)
+from configurator import UsageError, atomic_write
+from guards import config_from_dict, read_jsonl
+from model import MATCH_TOLERANCE, count_params
+from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, choose_lr,
+                   compute_multiplier, differing, frontier, grid_edge, groups, holds_zero, interval, key_id,
+                   mean_std, paired_gap, read_many, run_id, say_once, seeds_text, setting, spread_text,
+                   t_quantile)
 
 
 
 # -----------------------------------------------------------------------------
-# statistics over seeds: means, spreads and t-based 95% intervals
+# plots and tables
 
-CONFIDENCE = 0.95  # every interval the reports print
-
-
-def mean_std(values):
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return mean, std, n
-
-
-def betainc(a, b, x):
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Numerical Recipes
-    sec. 6.4, modified Lentz), from the side where it converges fast."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1) / (a + b + 2):
-        return 1.0 - betainc(b, a, 1 - x)
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return front * f / a
-
-
-def t_quantile(p, df):
-    """The p-quantile (p > 0.5) of Student's t with df degrees of freedom: the t with
-    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 = p, found by bisection. t_quantile(0.975, 1) = 12.706,
-    (0.975, 2) = 4.303, and towards 1.960 as df grows."""
-    lo, hi = 0.0, 1.0
-    while 1 - betainc(df / 2, 0.5, df / (df + hi * hi)) / 2 < p:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 1 - betainc(df / 2, 0.5, df / (df + mid * mid)) / 2 < p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def interval(values, confidence=CONFIDENCE):
-    """(mean, half-width of its t interval with n - 1 degrees of freedom, n); the half-width is None
-    for one value: a spread needs two."""
-    mean, sd, n = mean_std(values)
-    if n < 2:
-        return mean, None, n
-    return mean, t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n), n
-
-
-def holds_zero(mean, half):
-    """True when an interval cannot tell the sign of what it measures (and when it has no width)."""
-    return half is None or abs(mean) <= half
-
-
-def gap_text(mean, half, n, digits=4):
-    """'-0.0512 ± 0.0210 (n=3)', '… (holds 0)' when the interval does, '+0.0100 (n=1)' for one seed."""
-    if half is None:
-        return f"{mean:+.{digits}f} (n={n})"
-    return f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})" + (' (holds 0)' if holds_zero(mean, half) else '')
-
-
-def spread_text(mean, std, n):
-    """A val loss over seeds: 'mean ± sd (n=3)', or 'mean (n=1)'."""
-    return f"{mean:.4f} (n=1)" if n < 2 else f"{mean:.4f} ± {std:.4f} (n={n})"
-
-
-def groups(records, *fields):
-    out = {}
-    for r in records:
-        out.setdefault(tuple(r[f] for f in fields), []).append(r)
-    return out
-
-
-def frontier(points):
-    """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that many
-    FLOPs. A larger run that ends worse than a smaller one (an lr too high at its size) is left out."""
-    out = []
-    for f, l in sorted(points):
-        if not out or l < out[-1][1]:
-            out.append((f, l))
-    return out
-
-
-def compute_multiplier(reference, flops, loss):
-    """
-    Primer's compute multiplier: the training FLOPs the reference (gpt) needs to reach `loss`, over
-    `flops`, interpolated linearly in log-FLOPs on the reference's frontier (its (FLOPs, loss) points
-    that no cheaper point beats). Returns (multiplier, None), or (None, why) when `loss` lies outside
-    the frontier's range: no extrapolation. Also the two frontier points it read between.
-    """
-    pts = frontier(reference)
-    for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
-        if l1 <= loss <= l0:
-            x = math.log(f0) + (loss - l0) * (math.log(f1) - math.log(f0)) / (l1 - l0)
-            return math.exp(x) / flops, None, ((f0, l0), (f1, l1))
-    if loss < pts[-1][1]:
-        return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)", ()
-    return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)", ()
-
-
-# -----------------------------------------------------------------------------
-# plots
 
 def pyplot():
     """matplotlib.pyplot with the Agg backend, or None (and a one-line note) when it is not installed."""
@@ -377,130 +59,21 @@ def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
     return True
 
 
-# -----------------------------------------------------------------------------
-# what a record measured: its run setting, and the settings a gap, a regime and a transfer compare
-
-# settings whose arrival changed what a run measures: always in a key, so that a record written before
-# them (its val batches drawn from the run's seed) never matches a run today
-ALWAYS = ('eval_seed',)
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-
-
-def run_id(key):
-    """A run's key as the string records are matched by: settings at train.py's default value are left
-    out (but ALWAYS), so a key written before a setting existed matches the same run today, while a
-    changed default (written out in the older key) does not."""
-    return key_id({k: v for k, v in key.items() if k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v})
-
-
-GRID = ('learning_rate', 'min_lr', 'lr')  # a row's lr grid (min_lr's fraction of the lr stays a setting; 'lr': older keys)
-NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')  # a row's seeds; a folder's path (the data is named by
-#                                       its fingerprint, 'data'); when the evaluations ran, not what they scored
-SHAPE = ('n_layer', 'n_head', 'n_embd')
-BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds', 'warmup_iters')
-CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype', 'compile',
-           'eval_iters', 'eval_seed', 'threads')  # what a second shape may also change: its corpus, batch, machine
-ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
-                    if f.name not in (*SHAPE, 'block_size', 'vocab_size', 'dropout')))
-
-
-def setting(r, drop=()):
-    """A record's run setting: its key as run_id reads it, less the seed, the lr grid, a data folder's path
-    and when evaluations ran, less `drop` (ARCH: what two configs compared on one setting differ in;
-    BUDGET: what a regime view spans; SHAPE: what a transfer view spans). Records of one setting differ
-    in seed and lr alone: a table row is one setting's best lr over its distinct seeds."""
-    key = json.loads(run_id(r['key']))
-    if key.get('data') is None:  # written before the data's fingerprint was: its folder names it
-        key['data'] = r.get('data_dir')
-    lr, low = (r['key'].get(k, DEFAULTS[k]) for k in GRID[:2])
-    if isinstance(lr, (int, float)) and isinstance(low, (int, float)) and lr > 0:
-        key['min_lr/lr'] = round(low / lr, 6)
-    return {k: v for k, v in key.items() if k not in (*NOT_MEASURED, *GRID, *drop)}
-
-
-def differing(settings):
-    """The fields whose values differ among settings (dicts), in a stable order."""
-    fields = sorted({k for s in settings for k in s})
-    return [k for k in fields if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
+def markdown_table(rows, columns):
+    """rows: list of dicts; columns: list of (key, header, format)."""
+    out = ['| ' + ' | '.join(h for _, h, _ in columns) + ' |',
+           '|' + '|'.join('---' if i == 0 else '---:' for i in range(len(columns))) + '|']
+    for r in rows:
+        cells = []
+        for key, _, fmt in columns:
+            v = r.get(key)
+            cells.append('–' if v is None else fmt.format(v))
+        out.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(out)
 
 
 # -----------------------------------------------------------------------------
-# sweeps: the best learning rate, mean ± sd over seeds, the gaps to gpt and llama, scaling
-
-def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
-    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW,
-    the `schedule`, at the iteration budget `budget` (None: any), at `size` where the results hold runs
-    there, else at the size with the most runs of that config."""
-    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw'
-               and r.get('schedule', 'cosine') == schedule and budget in (None, r['budget_value'])]
-    sizes = {}
-    for (name, at), rs in groups(records, 'config', 'size').items():
-        sizes[name] = max(sizes.get(name, (False, 0, '')), (at == size, len(rs), at))
-    out = {}
-    for (name, at), rs in groups(records, 'config', 'size').items():
-        if at == sizes[name][2]:  # at one size, several budgets: the largest's grid
-            last = max(r['budget_value'] for r in rs)
-            out[name] = best_lr([r for r in rs if r['budget_value'] == last])
-    return out
-
-
-def choose_lr(by_lr):
-    """(the lr of {lr: {seed: record}} with the best mean final val loss, the seeds it was compared on):
-    the seeds every grid point has, so that a grid tuned on seed 1 and replicated at its best does not let
-    a 1-seed mean beat a 3-seed one (none in common: each lr's own seeds)."""
-    common = set.intersection(*(set(seeds) for seeds in by_lr.values()))
-    best = min(by_lr, key=lambda lr: mean_std([r['val_loss'] for s, r in by_lr[lr].items()
-                                               if s in common or not common])[0])
-    return best, sorted(common) if common else sorted(by_lr[best])
-
-
-def best_lr(records):
-    """The grid point of `records` (one setting, several lrs) with the best mean final val loss, compared on
-    the seeds every grid point has."""
-    by_lr = {}
-    for r in records:
-        by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r)
-    return choose_lr(by_lr)[0]
-
-
-def grid_edge(lrs, best):
-    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more, else None."""
-    if len(lrs) < 2:
-        return None
-    return 'top' if best == max(lrs) else 'bottom' if best == min(lrs) else None
-
-
-def seeds_text(seeds):
-    """[1, 2, 3] -> 'seeds 1-3'; [1] -> 'seed 1'; [1, 3] -> 'seeds 1, 3'."""
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    if seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"seeds {seeds[0]}-{seeds[-1]}"
-    return "seeds " + ', '.join(map(str, seeds))
-
-
-REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today's
-
-
-def paired_gap(row, base):
-    """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the same
-    order, and are scored on the same val batches): {gap, half: the half-width of its 95% t interval
-    (None for one pair), n, text, by_seed: {seed: its gap}, eval_se: the val sample's own standard error
-    of the gap, from the per-batch val losses where the records hold them (a fixed val set's noise is
-    shared by every seed, so the seeds' spread does not show it)}."""
-    theirs = {r['seed']: r for r in base['runs']}
-    pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
-    if not pairs:
-        return None
-    by_seed = {a['seed']: a['val_loss'] - b['val_loss'] for a, b in pairs}
-    gap, half, n = interval(list(by_seed.values()))
-    eval_se = None
-    batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
-    if all(x and y and len(x) == len(y) == len(batches[0][0]) for x, y in batches) and len(batches[0][0]) > 1:
-        k = len(batches[0][0])
-        per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
-        eval_se = mean_std(per_batch)[1] / math.sqrt(k)
-    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), by_seed=by_seed, eval_se=eval_se)
+# the sweep summary: a row per setting
 
 
 def summary_rows(records):
@@ -593,7 +166,11 @@ SUMMARY_COLUMNS = [
     ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'), ('time', 'train s / run s', '{}'),
     ('grid', 'mean val loss per lr', '{}'),
 ]
+
+
 HELLASWAG_COLUMN = ('hellaswag_pm', 'HellaSwag acc_norm, mean ± sd', '{}')  # where the records have it
+
+
 SCALING_COLUMNS = [
     ('label', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
     ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'),
@@ -705,7 +282,8 @@ def plot_scaling(rows, png, title=None):
 
 
 # -----------------------------------------------------------------------------
-# the regime view: at one size, how each gap moves as training grows
+# the regime view: gaps across budgets
+
 
 def regime_groups(rows):
     """{setting less architecture and budget: rows} for every such setting trained at 2 or more budgets:
@@ -835,7 +413,8 @@ def plot_regime(rs, png, title):
 
 
 # -----------------------------------------------------------------------------
-# the schedule as a confound: does a gap seen under one schedule hold under another?
+# the schedule view: one gap under two schedules
+
 
 SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
@@ -883,7 +462,8 @@ def schedule_tables(rs):
 
 
 # -----------------------------------------------------------------------------
-# the transfer view: does a gap seen at one shape hold at another?
+# the transfer view: one gap at several shapes
+
 
 def transfer_groups(rows):
     """{setting less architecture, budget, shape and what came with the shape (CONTEXT: corpus, batch,
@@ -1031,89 +611,198 @@ def transfer_tables(rs):
     return '\n'.join(out).strip()
 
 
-
 # -----------------------------------------------------------------------------
-# the recall probe (probe.py): the best run of each cell, its table and plot
-
-def best_runs(records):
-    """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
-    fewest steps to stop_acc among runs that solved), for every config a record stands for."""
-    best = {}
-    for r in records:
-        score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
-        for name in r.get('configs', [r['config']]):
-            cell = (name, r.get('view', 'block'), r['width'], r['T'], r['N'])
-            if cell not in best or score > best[cell][0]:
-                best[cell] = (score, r)
-    return {cell: r for cell, (_, r) in best.items()}
+# the report of a sweep, and the runs of out_dirs
 
 
-def probe_table(records):
-    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over learning
-    rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
-    best = best_runs(records)
-    if not best:
-        return "(no runs yet)"
-    rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
-    cols = sorted({cell[3:] for cell in best})
-    out = ['| config | view | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
-           '|---|---|---:|---:|' + '---:|' * len(cols)]
-    for c, view, w in rows:
-        cells, params = [], set()
-        for T, N in cols:
-            r = best.get((c, view, w, T, N))
-            if r is None:
-                cells.append('–')
-                continue
-            params.add(r['params'])
-            solved = f" ({r['solved_at']:,} steps, lr {r['lr']:g})" if r.get('solved_at') is not None else ''
-            cells.append(f"{r['acc']:.2f}{solved}")
-        p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
-        shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
-        first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
-        same = f" (= {first})" if first != c and view == 'mixer' else ''
-        out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
-    return '\n'.join(out)
+def read_log(run_dir):
+    path = os.path.join(run_dir, 'log.jsonl')
+    if not os.path.isfile(path):
+        raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
+    return read_jsonl(path)
 
 
-def plot_probe(records, png):
-    """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
-    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The last
-    panel: held-out accuracy during training at the smallest cell."""
+def read_config(run_dir):
+    """A run's config.json as a dict, or a one-line UsageError naming what is wrong with it."""
+    path = os.path.join(run_dir, 'config.json')
+    try:
+        with open(path, encoding='utf-8') as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished "
+                         "train.py out_dir?") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
+    return config
+
+
+def run_summary(run_dir):
+    rows = read_log(run_dir)
+    evals = [r for r in rows if 'val_loss' in r]
+    last = rows[-1] if rows else {}
+    config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
+    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
+    return dict(run=os.path.basename(os.path.normpath(run_dir)),
+                final_val=evals[-1]['val_loss'] if evals else None,
+                best_val=min(r['val_loss'] for r in evals) if evals else None,
+                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
+                seconds=last.get('train_s', last.get('elapsed_s')),
+                ms_per_iter=(1000 * last['train_s'] / last['iter'])
+                if last.get('train_s') and last.get('iter') else None, params=params)
+
+
+RUN_COLUMNS = [
+    ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
+    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'), ('tokens', 'tokens', '{:,}'),
+    ('seconds', 'train s', '{:.0f}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
+]
+
+
+def plot_runs(run_dirs, png):
+    """Val loss against tokens and against training seconds, one line per run; False without
+    matplotlib."""
     plt = pyplot()
-    best = best_runs(records)
-    if plt is None or not best:
+    if plt is None:
         return False
-    Ts = sorted({cell[3] for cell in best})
-    configs = sorted({cell[0] for cell in best}, key=arch_key)
-    fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
-    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
-    for ax, T in zip(axes[0][:-1], Ts):
-        for ci, c in enumerate(configs):
-            for view, style in (('mixer', '-'), ('block', '--')):
-                for w in sorted({cell[2] for cell in best}):
-                    pts = sorted((cell[4], r['acc']) for cell, r in best.items() if cell[:4] == (c, view, w, T))
-                    if pts:
-                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)], linestyle=style,
-                                label=f"{c} {view} d={w}")
-        Ns = sorted({cell[4] for cell in best if cell[3] == T})
-        ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
-        ax.set_xscale('log', base=2)
-        ax.set_title(f"T = {T}")
-        ax.set_ylim(-0.02, 1.02)
-    ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
-    for ci, c in enumerate(configs):
-        for view, style in (('mixer', '-'), ('block', '--')):
-            r = best.get((c, view, *first[2:]))
-            if r:
-                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
-                        linestyle=style)
-    ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
-    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = {first[2]}", fontsize=9)
-    for ax, xlabel in zip(axes[0], ['key-value pairs N'] * len(Ts) + ['training step']):
-        ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel('MQAR accuracy (held out)')
-    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
-                       bbox_to_anchor=(1.0, 0.5))
-    return save_png(fig, png)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for run_dir in run_dirs:
+        evals = [r for r in read_log(run_dir) if 'val_loss' in r]
+        label = os.path.basename(os.path.normpath(run_dir))
+        for ax, key in zip(axes, ('tokens', 'train_s')):
+            xs = [r.get(key, r.get('elapsed_s', 0)) for r in evals]
+            plot_curves(ax, xs, [[r['val_loss'] for r in evals]], label)
+    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss')
+
+
+def sweep_report(sweep, results_path, png, only=None):
+    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own), one
+    table per question: for each setting trained at several budgets, the regime view (val loss and rank,
+    the gaps to gpt and to llama, at every budget) and the table at its largest budget; every other
+    setting, its table; across shapes, the transfer view and the compute multipliers."""
+    records = [r for r in read_many(results_path) if only is None or run_id(r['key']) in only]  # --results=a,b: both
+    if not records:
+        raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
+    rows = with_time(summary_rows(records))
+    if sweep.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
+    say = (lambda *a: None) if sweep.json else print
+    plotted, skipped, headings = [], [], Headings(rows)
+    # a report on a committed results file (results/) writes nothing into the repository unless --png says
+    # where (results/NAME.png to redraw the committed plots); any other results file: its plots beside it
+    committed = not sweep.png and any(os.path.abspath(p).startswith(os.path.join(HERE, 'results', ''))
+                                      for p in results_path.split(','))
+
+    names = set()
+
+    def claim(name, r):
+        """`name`, or where another plot of this report has it (two corpora at one size), the same with r's
+        data folder in it, so that no plot is drawn over another."""
+        if name in names:
+            name = name.replace('.png', f"-{os.path.basename(os.path.normpath(r['data_dir']))}.png")
+        while name in names:
+            name = name.replace('.png', '-2.png')
+        names.add(name)
+        return name
+
+    def draws(name):
+        if committed:
+            skipped.append(name)
+        return not committed
+    regimes = regime_groups(rows)
+    for rs in regimes.values():  # does the ranking hold as training grows?
+        top = max(r['budget_value'] for r in rs)
+        span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
+        say(f"\n### {headings.of(rs[0], budget=span)}\n")
+        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, ± 95% t "
+            "interval:\n")
+        say(ends_table(rs) + "\n")
+        say(regime_tables(rs))
+        say(f"\nAt {rs[0]['kind']}={top:g}:\n")
+        say(table([r for r in rs if r['budget_value'] == top]))
+        name = claim(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png"), rs[0])
+        if draws(name) and plot_regime(rs, name, f"{headings.words(rs[0], budget=span)}: best lr of each "
+                                                 "grid at every budget"):
+            plotted.append(name)
+    in_regime = {r['context'] for rs in regimes.values() for r in rs}
+    for (context,), rs in groups(rows, 'context').items():  # one table per setting: configs compared on it
+        if context in in_regime:
+            continue
+        say(f"\n### {headings.of(rs[0])}\n")
+        say(table(rs))
+        name = claim(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+            '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
+                    f"{headings.suffix(rs[0])}.png"), rs[0])
+        if draws(name) and plot_sweep(rs, name, headings.words(rs[0])):
+            plotted.append(name)
+    for rs in schedule_groups(rows).values():  # does a gap seen under one schedule hold under another?
+        where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
+        if schedule_tables(rs):
+            say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
+            say(schedule_tables(rs))
+    for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
+        table_text = transfer_tables(rs)
+        if table_text:
+            shapes = sorted({r['shape'] for r in rs}, key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
+            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, {rs[0]['schedule']} "
+                "schedule\n")
+            say(table_text)
+    for (_,), rs in groups(rows, 'scaling').items():
+        if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
+            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: its best "
+                "point at any size and budget)\n")
+            say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
+            name = claim(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
+                                             f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
+                                             f"{headings.suffix(rs[0])}-scaling.png"), rs[0])
+            if draws(name) and plot_scaling(rs, name, f"{headings.words(rs[0], size=False, budget=False)}: "
+                                                      "final val loss against training FLOPs"):
+                plotted.append(name)
+    if skipped:
+        what = 'are committed results files' if ',' in results_path else 'is a committed results file'
+        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, and a report "
+              f"writes nothing into the repository unless told where: --png=somewhere/name.png (or "
+              f"--png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed plots)", file=sys.stderr)
+    for p in plotted:
+        print(f"plot: {p}", file=sys.stderr)
+    return rows
+
+
+def table(rows):
+    """A markdown table of rows compared on one setting: the columns that say something (see
+    results.table_columns), those that repeat one value named above it."""
+    columns, same = table_columns(rows, SUMMARY_COLUMNS + [HELLASWAG_COLUMN])
+    noise = eval_noise_line(rows, '')
+    return ((f"({', '.join(same)} in every row)\n\n" if same else '') + markdown_table(rows, columns)
+            + (f"\n\n{noise[0]}" if noise else ''))
+
+
+class Headings:
+    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and val
+    set, and every other setting in which it differs from another table those words describe alike;
+    `suffix`: the same as part of a plot file's name."""
+
+    def __init__(self, rows):
+        self.rows = {r['context']: r for r in rows}
+        self.settings = {c: setting(r['runs'][0], ARCH) for c, r in self.rows.items()}
+
+    @staticmethod
+    def words(r, size=True, budget=True):
+        """budget: True (the row's), False (none) or words (a span of budgets)."""
+        budget = r['budget'] if budget is True else budget
+        return ', '.join(p for p in (r['corpus'], size and f"size {r['size']}", budget,
+                                     r['optimizer'], f"{r['schedule']} schedule") if p)
+
+    def extra(self, r, size=True, budget=True):
+        """{setting: value} of r's in which it differs from another setting of the same words."""
+        drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
+        alike = [{k: v for k, v in self.settings[c].items() if k not in drop} for c, x in self.rows.items()
+                 if self.words(x, size, budget) == self.words(r, size, budget)]
+        mine = self.settings[r['context']]
+        return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
+
+    def of(self, r, size=True, budget=True):
+        more = ''.join(f", {k}={v}" for k, v in self.extra(r, size, budget).items())
+        return f"{self.words(r, size, budget)}{more}; val: {r['val_set'] or 'as each run evaluated'}"
+
+    def suffix(self, r):
+        return ''.join(f"-{k}{v}" for k, v in list(self.extra(r, False, False).items())[:2])

@@ -15,11 +15,12 @@ import time
 
 import pytest
 
-import results as R
 import sweep
 from configurator import UsageError
+import report
+import stats
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 TINY = ['--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16', '--batch_size=4', '--eval_iters=2',
         '--warmup_iters=2', '--device=cpu']
 
@@ -56,24 +57,24 @@ def test_the_key_follows_every_setting_the_recipe_resolves_to(tmp_path):
         name = edit.split(' = ')[0]
         (copy / '_recipe.py').write_text(recipe + f"\n{edit}\n")
         edited = plan(tmp_path, configs_dir=copy)
-        assert sweep.run_id(edited.key) != sweep.run_id(base.key), edit
+        assert stats.run_id(edited.key) != stats.run_id(base.key), edit
         assert edited.run_dir != base.run_dir and edited.key[name] != base.key[name]
     (copy / '_recipe.py').write_text(recipe)
-    assert sweep.run_id(plan(tmp_path, configs_dir=copy).key) == sweep.run_id(base.key)  # stable
+    assert stats.run_id(plan(tmp_path, configs_dir=copy).key) == stats.run_id(base.key)  # stable
     for no_effect in (['--log_interval=7'], ['--out_dir=elsewhere'], ['--always_save_checkpoint=False']):
-        assert sweep.run_id(plan(tmp_path, no_effect, configs_dir=copy).key) == sweep.run_id(base.key)
-    assert set(sweep.NO_EFFECT) < set(sweep.DEFAULTS)  # each a train.py setting, by name
+        assert stats.run_id(plan(tmp_path, no_effect, configs_dir=copy).key) == stats.run_id(base.key)
+    assert set(sweep.NO_EFFECT) < set(stats.DEFAULTS)  # each a train.py setting, by name
     # a record written before a setting existed (no such key) matches when the setting is at its default
     older = {k: v for k, v in base.key.items() if k != 'cooldown_frac'}
-    assert sweep.run_id(older) == sweep.run_id(base.key)
-    assert sweep.run_id({**older, 'cooldown_frac': 0.5}) != sweep.run_id(base.key)
+    assert stats.run_id(older) == stats.run_id(base.key)
+    assert stats.run_id({**older, 'cooldown_frac': 0.5}) != stats.run_id(base.key)
 
 
 def test_the_key_names_the_data_not_the_folder_it_was_prepared_into(tiny_data, tmp_path):
     """Two folders prepared from one text share a fingerprint; another text with the same tokenizer
     does not, so its runs are not mistaken for this one's."""
     import prepare
-    from data import fingerprint, read_meta
+    from prepare import fingerprint, read_meta
     same = tmp_path / 'same'
     corpus = os.path.join(os.path.dirname(tiny_data), 'corpus.txt')
     prepare.main([f'--input={corpus}', f'--out_dir={same}'])
@@ -115,11 +116,11 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
         for lr, vals in by_lr.items():
             for seed, v in enumerate(vals, 1):
                 recs.append({**record(name, seed, v, lr=lr, budget=budget), 'tokens': 1000 * budget, 'params': 100})
-    rows = R.summary_rows(recs)
-    groups = R.regime_groups(rows)
+    rows = report.summary_rows(recs)
+    groups = report.regime_groups(rows)
     assert len(groups) == 1
     rs = next(iter(groups.values()))
-    text = R.regime_tables(rs)
+    text = report.regime_tables(rs)
     assert '| config | 1000.0 (100) | 16000.0 (1600) |' in text  # tokens per gpt parameter (100)
     first = text.split('Gap to gpt')[0]
     assert '| x | #2 2.7500 ± 0.2121 (n=2), lr 0.001 | #1 1.8500 ± 0.2121 (n=2), lr 0.001 |' in first
@@ -130,44 +131,44 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     assert '| x | -0.2500 ± 0.6353 (n=2) (holds 0) | -0.2500 ± 0.6353 (n=2) (holds 0) |' in to_gpt
     assert '| x | +0.1500 ± 0.6353 (n=2) (holds 0) | -0.1500 ± 0.6353 (n=2) (holds 0) |' in to_llama
     assert '| gpt |' in to_llama and '| gpt |' not in to_gpt
-    ends = {l.split(' | ')[0][2:]: l.split(' | ')[1] for l in R.ends_table(rs).splitlines()[2:]}
+    ends = {l.split(' | ')[0][2:]: l.split(' | ')[1] for l in report.ends_table(rs).splitlines()[2:]}
     # x ran one lr (no grid): said so; y has no run at the largest budget
     assert ends['x'] == '0.001 (no grid: the only lr run)' and ends['y'] == '–'
-    if R.pyplot() is not None:
+    if report.pyplot() is not None:
         png = str(tmp_path / 'regime.png')
-        assert R.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
-    if R.pyplot() is not None:  # a config is one colour in both panels (gpt and llama each appear in one)
+        assert report.plot_regime(rs, png, 'title') and os.path.getsize(png) > 10_000
+    if report.pyplot() is not None:  # a config is one colour in both panels (gpt and llama each appear in one)
         seen = []
-        real = R.save_png
-        monkeypatch.setattr(R, 'save_png', lambda fig, png, axes=(), *a: seen.append(
+        real = report.save_png
+        monkeypatch.setattr(report, 'save_png', lambda fig, png, axes=(), *a: seen.append(
             [{l.get_label(): l.get_color() for l in ax.get_lines() if not l.get_label().startswith('_')}
              for ax in axes]) or real(fig, png, axes, *a))
-        R.plot_regime(rs, str(tmp_path / 'colours.png'), 'title')
+        report.plot_regime(rs, str(tmp_path / 'colours.png'), 'title')
         to_gpt_colours, to_llama_colours = seen[0]
         assert to_gpt_colours['x'] == to_llama_colours['x'] and to_gpt_colours['y'] == to_llama_colours['y']
         assert len(set(to_gpt_colours.values()) | set(to_llama_colours.values())) == 4  # gpt, llama, x, y
-        monkeypatch.setattr(R, 'save_png', real)
+        monkeypatch.setattr(report, 'save_png', real)
     # a sweep of one other config alone over the budgets (its report shows its own runs): no gap to
     # draw, its loss instead
-    alone = next(iter(R.regime_groups(R.summary_rows([r for r in recs if r['config'] == 'x'])).values()))
-    assert 'Gap to' not in R.regime_tables(alone)
-    if R.pyplot() is not None:
+    alone = next(iter(report.regime_groups(report.summary_rows([r for r in recs if r['config'] == 'x'])).values()))
+    assert 'Gap to' not in report.regime_tables(alone)
+    if report.pyplot() is not None:
         png = str(tmp_path / 'alone.png')
-        assert R.plot_regime(alone, png, 'title') and os.path.getsize(png) > 10_000
+        assert report.plot_regime(alone, png, 'title') and os.path.getsize(png) > 10_000
 
 
 def test_t_quantiles_and_intervals_have_their_known_values():
     """Student's t: 12.706 at 1 degree of freedom, 4.303 at 2, 2.262 at 9, 1.960 in the limit; the 99%
     point at 1 is 63.657. An interval is mean ± t x sd / sqrt(n); one value has none."""
     for df, t in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (9, 2.2622), (30, 2.0423), (10 ** 6, 1.9600)):
-        assert R.t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
-    assert R.t_quantile(0.995, 1) == pytest.approx(63.6567, abs=1e-3)
-    mean, half, n = R.interval([1.0, 2.0, 3.0])  # sd 1: 4.3027 / sqrt(3)
+        assert stats.t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
+    assert stats.t_quantile(0.995, 1) == pytest.approx(63.6567, abs=1e-3)
+    mean, half, n = stats.interval([1.0, 2.0, 3.0])  # sd 1: 4.3027 / sqrt(3)
     assert (mean, n) == (2.0, 3) and half == pytest.approx(4.3027 / 3 ** 0.5, abs=1e-4)
-    assert R.interval([5.0]) == (5.0, None, 1)
-    assert R.gap_text(-0.1, 0.05, 3) == '-0.1000 ± 0.0500 (n=3)'
-    assert R.gap_text(-0.05, 0.05, 3) == '-0.0500 ± 0.0500 (n=3) (holds 0)'  # 0 on its edge: held
-    assert R.gap_text(0.01, None, 1) == '+0.0100 (n=1)'
+    assert stats.interval([5.0]) == (5.0, None, 1)
+    assert stats.gap_text(-0.1, 0.05, 3) == '-0.1000 ± 0.0500 (n=3)'
+    assert stats.gap_text(-0.05, 0.05, 3) == '-0.0500 ± 0.0500 (n=3) (holds 0)'  # 0 on its edge: held
+    assert stats.gap_text(0.01, None, 1) == '+0.0100 (n=1)'
 
 
 def test_a_gap_is_paired_by_seed_with_its_t_interval_and_its_val_sample_noise():
@@ -179,7 +180,7 @@ def test_a_gap_is_paired_by_seed_with_its_t_interval_and_its_val_sample_noise():
         recs += [{**record('gpt', seed, g), 'val_batches': [g] * 4},
                  {**record('x', seed, x), 'val_batches': [x, x, x, x + 0.04]}]
     recs.append(record('gpt', 4, 2.5))  # unpaired
-    x = next(r for r in R.summary_rows(recs) if r['config'] == 'x')
+    x = next(r for r in report.summary_rows(recs) if r['config'] == 'x')
     assert x['gap'] == pytest.approx(-0.10) and x['gap_n'] == 3
     assert x['gap_half'] == pytest.approx(4.3027 * 0.02 / 3 ** 0.5, abs=1e-5)
     assert x['vs_gpt'] == '-0.1000 ± 0.0497 (n=3)'
@@ -195,7 +196,7 @@ def test_a_row_is_one_setting_over_distinct_seeds(capsys):
     recs += [record('gpt', 1, 3.70, device='cpu'), record('gpt', 1, 3.75, device='mps')]
     recs += [{**record('gpt', 2, 3.6, hellaswag={'items': 'ab', 'limit': 0}), 'hellaswag_acc_norm': 0.3},
              record('gpt', 2, 3.65)]
-    rows = R.summary_rows(recs)
+    rows = report.summary_rows(recs)
     assert all(r['n'] == 1 for r in rows) and len(rows) == 6
     labels = sorted(r['label'] for r in rows)
     assert len(set(labels)) == 6  # every row named apart
@@ -205,11 +206,11 @@ def test_a_row_is_one_setting_over_distinct_seeds(capsys):
     same = [record('gpt', 1, 3.80), {**record('gpt', 1, 3.90), 'data_dir': 'elsewhere'},
             record('gpt', 2, 3.70)]
     capsys.readouterr()
-    rows = R.summary_rows(same)
+    rows = report.summary_rows(same)
     assert len(rows) == 1 and rows[0]['n'] == 2 and rows[0]['val'] == pytest.approx(3.75)
     assert 'recorded twice' in capsys.readouterr().err
     # two corpora prepared into one folder: their fingerprints differ, so do their rows
-    rows = R.summary_rows([record('gpt', 1, 3.8), {**record('gpt', 2, 3.7), 'key': {
+    rows = report.summary_rows([record('gpt', 1, 3.8), {**record('gpt', 2, 3.7), 'key': {
         **record('gpt', 2, 3.7)['key'], 'data': 'other'}}])
     assert len(rows) == 2 and all(r['n'] == 1 for r in rows)
 
@@ -221,15 +222,15 @@ def test_records_scored_on_another_val_set_are_never_averaged_with_one_val_set(t
     del old['key']['eval_seed']
     path = str(tmp_path / 'r.jsonl')
     for r in (record('gpt', 1, 2.9), old):
-        R.append_record(path, r)
-    recs = R.read_results(path)
+        stats.append_record(path, r)
+    recs = stats.read_results(path)
     assert recs[1]['key']['eval_seed'] == -1 and "each run's own seed" in recs[1]['val_set']
-    rows = R.summary_rows(recs)
+    rows = report.summary_rows(recs)
     assert len(rows) == 2 and {r['n'] for r in rows} == {1}
     assert sorted(r['label'] for r in rows) == ['gpt (eval_seed=-1)', 'gpt (eval_seed=0)']
     today = plan(tmp_path)
-    assert today.key['eval_seed'] == 0 and '"eval_seed": 0' in sweep.run_id(today.key)
-    assert sweep.run_id({k: v for k, v in today.key.items() if k != 'eval_seed'}) != sweep.run_id(today.key)
+    assert today.key['eval_seed'] == 0 and '"eval_seed": 0' in stats.run_id(today.key)
+    assert stats.run_id({k: v for k, v in today.key.items() if k != 'eval_seed'}) != stats.run_id(today.key)
 
 
 def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes():
@@ -246,10 +247,10 @@ def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes()
                 # tokens per parameter: 10 x budget x width / (100 x width) = budget / 10: 10 and 20
                 recs.append(record(name, seed, v, budget=budget, size=size))
                 recs.append({**record(name, seed, v + 0.5, budget=budget * 2, size=size)})
-    rows = R.summary_rows(recs)
-    groups = R.transfer_groups(rows)
+    rows = report.summary_rows(recs)
+    groups = report.transfer_groups(rows)
     assert len(groups) == 1
-    text = R.transfer_tables(next(iter(groups.values())))
+    text = report.transfer_tables(next(iter(groups.values())))
     line = {(l.split(' | ')[0][2:], l.split(' | ')[1]): l for l in text.split('Gap to llama')[0].splitlines()
             if l.startswith('| ') and not l.startswith('| config')}
     # tokens per parameter are budget / 10: the small shape's 10 and 20, the large one's 20 and 40; only
@@ -291,10 +292,10 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     assert len(set(tmp_path.glob('p*scaling*.png'))) == 2
     other = shape_records('1x32', 'site', 200, {'gpt': (2.9, 3.0, 3.1), 'x': (2.85, 2.95, 3.05)}, batch_size=8,
                           device='cpu')
-    group, = R.transfer_groups(R.summary_rows(small + other)).values()
+    group, = report.transfer_groups(report.summary_rows(small + other)).values()
     assert {r['shape'] for r in group} == {'1x32 (stdlib)', '1x32 (site)'}
     # the rows a table names apart by their corpus ('x (data=site)') are one config across the shapes here
-    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles; Δ -0.1500 ± 0.0000 |' in R.transfer_tables(group)
+    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles; Δ -0.1500 ± 0.0000 |' in report.transfer_tables(group)
     r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
 
@@ -306,35 +307,35 @@ def test_a_view_with_no_rows_prints_no_table():
                                                   ('cosine', {'gpt': (2.1, 2.2)}))
             for name, losses in vals.items() for seed, v in enumerate(losses, 1)
             for r in [record(name, seed, v, budget=100, lr_schedule=s)]]
-    for g in R.schedule_groups(R.summary_rows(recs)).values():
-        text = R.schedule_tables(g)
+    for g in report.schedule_groups(report.summary_rows(recs)).values():
+        text = report.schedule_tables(g)
         assert '| gpt | 0.001, 2.0500' in text and '| vs gpt |' not in text and '| vs llama |' not in text
     apart = [{**r, 'label': r['label'] + ' (2)'} if r['schedule'] == 'cosine' else r  # named apart: no pair
-             for r in R.summary_rows(recs)]
-    for g in R.schedule_groups(apart).values():
-        assert R.schedule_tables(g) == ''
+             for r in report.summary_rows(recs)]
+    for g in report.schedule_groups(apart).values():
+        assert report.schedule_tables(g) == ''
     lone = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.9, 3.0)}) + \
         shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6)})
-    for g in R.transfer_groups(R.summary_rows(lone)).values():
-        assert R.transfer_tables(g) == ''
+    for g in report.transfer_groups(report.summary_rows(lone)).values():
+        assert report.transfer_tables(g) == ''
 
 
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
-    R.append_record(path, record('gpt', 1, 2.0))
+    stats.append_record(path, record('gpt', 1, 2.0))
     whole = open(path, 'rb').read()
     with open(path, 'ab') as f:
         f.write(json.dumps(record('gpt', 2, 2.1)).encode()[:40])  # a writer killed mid-line
-    assert [r['seed'] for r in R.read_results(path)] == [1]
+    assert [r['seed'] for r in stats.read_results(path)] == [1]
     assert 'line 2 is cut short' in capsys.readouterr().err
-    R.append_record(path, record('gpt', 3, 2.2))
+    stats.append_record(path, record('gpt', 3, 2.2))
     err = capsys.readouterr().err
     assert f"moved to {path}.partial" in err
-    assert [r['seed'] for r in R.read_results(path)] == [1, 3]  # the next record is whole, not glued
+    assert [r['seed'] for r in stats.read_results(path)] == [1, 3]  # the next record is whole, not glued
     assert open(path, 'rb').read().startswith(whole) and open(path, 'rb').read().endswith(b'\n')
     assert open(path + '.partial', 'rb').read() == json.dumps(record('gpt', 2, 2.1)).encode()[:40] + b'\n'
-    R.append_record(path, record('gpt', 4, 2.3))  # a whole file: nothing set aside
-    assert [r['seed'] for r in R.read_results(path)] == [1, 3, 4] and 'moved' not in capsys.readouterr().err
+    stats.append_record(path, record('gpt', 4, 2.3))  # a whole file: nothing set aside
+    assert [r['seed'] for r in stats.read_results(path)] == [1, 3, 4] and 'moved' not in capsys.readouterr().err
 
 
 def test_a_record_glued_to_a_cut_short_line_is_read(tmp_path, capsys):
@@ -342,32 +343,32 @@ def test_a_record_glued_to_a_cut_short_line_is_read(tmp_path, capsys):
     path = tmp_path / 'r.jsonl'
     path.write_bytes(json.dumps(record('gpt', 1, 2.0)).encode()[:30] + json.dumps(record('gpt', 2, 2.1)).encode()
                      + b'\n' + json.dumps(record('gpt', 3, 2.2)).encode() + b'\n')
-    assert [r['seed'] for r in R.read_results(str(path))] == [2, 3]
+    assert [r['seed'] for r in stats.read_results(str(path))] == [2, 3]
     assert 'line 1 starts with 30 bytes of a record cut short' in capsys.readouterr().err
     path.write_text('{"kind": "sweep", "oops": 1}\n')  # not a record at all: still an error
     with pytest.raises(UsageError, match="line 1 is not a sweep results record"):
-        R.read_results(str(path))
+        stats.read_results(str(path))
 
 
 def test_two_records_of_one_run_are_read_once_and_said(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     for seed, val in ((1, 2.0), (2, 2.1), (1, 2.5)):
-        R.append_record(path, record('gpt', seed, val))
-    got = R.read_results(path)
+        stats.append_record(path, record('gpt', seed, val))
+    got = stats.read_results(path)
     assert [(r['seed'], r['val_loss']) for r in got] == [(1, 2.0), (2, 2.1)]
     assert 'records 1 run(s) twice, lines 3 (as line 1)' in capsys.readouterr().err
 
 
 def test_two_processes_appending_at_once_leave_whole_lines(tmp_path):
     path = str(tmp_path / 'r.jsonl')
-    code = ("import sys, results as R\n"
+    code = ("import sys, stats\n"
             "for i in range(200):\n"
-            "    R.append_record(sys.argv[1], dict(kind='sweep', key={'w': sys.argv[2], 'i': i}, config='gpt', "
+            "    stats.append_record(sys.argv[1], dict(kind='sweep', key={'w': sys.argv[2], 'i': i}, config='gpt', "
             "seed=i, lr=1e-3, size='x', budget='max_iters', budget_value=1, optimizer='adamw', data_dir='d', "
             "val_loss=1.0, params=10, tokens=10, curve=[[1, 10, 1.0, 1.0, 1.0]], pad='x' * 5000))\n")
     procs = [subprocess.Popen([sys.executable, '-c', code, path, w], cwd=HERE) for w in 'ab']
     assert all(p.wait(timeout=120) == 0 for p in procs)
-    assert len(R.read_results(path)) == 400
+    assert len(stats.read_results(path)) == 400
 
 
 # -----------------------------------------------------------------------------
@@ -390,11 +391,11 @@ def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data
         t.start()
         time.sleep(1.5)
         assert t.is_alive() and os.path.exists(marker)  # waiting, and A's folder untouched
-        R.append_record(results, {**record('gpt', 1, 1.0), 'key': p.key})  # A records the run...
+        stats.append_record(results, {**record('gpt', 1, 1.0), 'key': p.key})  # A records the run...
         sweep.release(held)  # ...and lets go
         t.join(timeout=60)
     assert not t.is_alive() and os.path.exists(marker) and not runs.recorded
-    assert len(R.read_results(results)) == 1
+    assert len(stats.read_results(results)) == 1
     err = capsys.readouterr().err
     assert 'another sweep is running it' in err and 'recorded by another sweep' in err
 
@@ -418,7 +419,7 @@ def test_a_constant_lr_run_another_sweep_holds_is_waited_for_then_branched(tiny_
         sweep.release(held)
         t.join(timeout=120)
     assert not t.is_alive() and len(runs.recorded) == 1
-    rec = R.read_results(results)[0]
+    rec = stats.read_results(results)[0]
     assert rec['iters'] == 10 and rec['branched_from'].endswith(' at iter 8')
     assert 'another sweep is running it' in capsys.readouterr().err
 
@@ -454,8 +455,8 @@ def test_two_sweeps_on_one_file_record_each_run_once_and_whole(tiny_data, tmp_pa
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errs
-    recs = R.read_results(str(tmp_path / 'r.jsonl'))
-    assert len(recs) == 8 and len({sweep.run_id(r['key']) for r in recs}) == 8
+    recs = stats.read_results(str(tmp_path / 'r.jsonl'))
+    assert len(recs) == 8 and len({stats.run_id(r['key']) for r in recs}) == 8
     assert all(r['iters'] == 12 and r['curve'][-1][0] == 12 for r in recs)
     assert 'twice' not in ''.join(errs)
 
@@ -486,14 +487,14 @@ def test_ctrl_c_stops_the_sweep_its_runs_save_and_a_rerun_continues(tiny_data, t
     again = cli(*sweep_args(tiny_data, tmp_path, '--seeds=3', '--max_iters=400', '--eval_interval=100',
                             '--jobs=2', '--learning_rate=1e-3'))
     assert again.returncode == 0, again.stderr
-    recs = R.read_results(str(tmp_path / 'r.jsonl'))
+    recs = stats.read_results(str(tmp_path / 'r.jsonl'))
     assert sorted(r['seed'] for r in recs) == [1, 2, 3] and all(r['iters'] == 400 for r in recs)
     # a stopped run resumed where it stood: the same result as a straight run (exact resume)
     straight = cli(*sweep_args(tiny_data, tmp_path, '--seeds=1', '--max_iters=400', '--eval_interval=100',
                                '--learning_rate=1e-3', '--jobs=2', f'--results={tmp_path / "s.jsonl"}',
                                f'--out_prefix={tmp_path / "straight"}'))
     assert straight.returncode == 0
-    one = R.read_results(str(tmp_path / 's.jsonl'))[0]
+    one = stats.read_results(str(tmp_path / 's.jsonl'))[0]
     assert one['val_loss'] == next(r for r in recs if r['seed'] == 1)['val_loss']
 
 
@@ -506,7 +507,7 @@ def test_wsd_branches_equal_straight_runs_and_share_one_constant_lr_run(tiny_dat
     r = cli(*args)
     assert r.returncode == 0, r.stderr
     assert '3 runs to do (1 constant-lr runs branched into cooldowns)' in r.stderr
-    recs = sorted(R.read_results(str(tmp_path / 'r.jsonl')), key=lambda r: r['budget_value'])
+    recs = sorted(stats.read_results(str(tmp_path / 'r.jsonl')), key=lambda r: r['budget_value'])
     assert [r['iters'] for r in recs] == [10, 20, 40]
     assert [r['branched_from'].split(' at iter ')[1] for r in recs] == ['8', '16', '32']  # a fifth: cooldown
     trunks = list((tmp_path / 'runs').glob('*-wsd-trunk-*'))
@@ -553,8 +554,8 @@ def test_a_sweep_at_a_shape_a_config_cannot_match_is_one_line(tiny_data, tmp_pat
 def test_tables_mark_a_config_whose_parameters_are_not_matched(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     for config, params in (('gpt', 1000), ('wide', 1300), ('near', 1005)):
-        R.append_record(path, {**record(config, 1, 2.0), 'params': params})
-    sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
+        stats.append_record(path, {**record(config, 1, 2.0), 'params': params})
+    report.sweep_report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
     out = capsys.readouterr().out
     assert '| wide | 1,300 (+30% vs gpt: not matched) |' in out
     assert '| near | 1,005 |' in out
@@ -563,29 +564,29 @@ def test_tables_mark_a_config_whose_parameters_are_not_matched(tmp_path, capsys)
 def test_a_best_lr_at_the_edge_of_its_grid_is_flagged_with_the_flag_that_extends_it(tmp_path, capsys):
     path = str(tmp_path / 'r.jsonl')
     for lr, val in ((1e-3, 2.0), (2e-3, 1.9), (4e-3, 1.8)):  # still falling at the largest lr
-        R.append_record(path, record('gpt', 1, val, lr=lr))
-    rows = sweep.report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
+        stats.append_record(path, record('gpt', 1, val, lr=lr))
+    rows = report.sweep_report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
     assert rows[0]['edge'] == 'top' and not rows[0]['tuned']
     assert '| 0.004 (best of 3 on seed 1; top of grid: --extend_lr) |' in capsys.readouterr().out
 
 
 def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny_data, tmp_path):
     results = tmp_path / 'r.jsonl'
-    R.append_record(str(results), {**record('amlp', 7, 9.9), 'data_dir': 'another', 'key': {'other': 1}})
+    stats.append_record(str(results), {**record('amlp', 7, 9.9), 'data_dir': 'another', 'key': {'other': 1}})
     r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40', '--learning_rate=2e-3'))
     assert r.returncode == 0, r.stderr
-    rec = next(x for x in R.read_results(str(results)) if x['config'] == 'gpt')
+    rec = next(x for x in stats.read_results(str(results)) if x['config'] == 'gpt')
     assert [p[0] for p in rec['curve']] == [0, 5, 10, 15, 20, 25, 30, 35, 40]  # every 40 // 8 iterations
     assert '| gpt |' in r.stdout and 'amlp' not in r.stdout  # this sweep's runs only
     assert 'amlp' in cli('--report', f'--results={results}').stdout  # --report: the whole file
     r = cli(*sweep_args(tiny_data, tmp_path, '--max_iters=40', '--learning_rate=2e-3', '--eval_interval=20'))
-    rec = [x for x in R.read_results(str(results)) if x['config'] == 'gpt'][-1]
+    rec = [x for x in stats.read_results(str(results)) if x['config'] == 'gpt'][-1]
     assert [p[0] for p in rec['curve']] == [0, 20, 40]  # given: as given
 
 
 def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_path):
     """--recipe applies a config file after each architecture's (its keys win, the block stays); with
-    --hellaswag each finished run is scored by eval.py and the tables gain a column."""
+    --hellaswag each finished run is scored by hellaswag.py and the tables gain a column."""
     recipe = tmp_path / 'recipe.py'
     recipe.write_text("n_layer = 1\nn_embd = 32\nn_head = 2\nblock_size = 16\nbatch_size = 4\nlearning_rate = 2e-3\n")
     items = tmp_path / 'items.jsonl'
@@ -595,7 +596,7 @@ def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_
             '--device=cpu', f'--data_dir={tiny_data}', f'--results={tmp_path / "r.jsonl"}',
             f'--out_prefix={tmp_path / "runs"}')
     assert r.returncode == 0, r.stderr
-    recs = R.read_results(str(tmp_path / 'r.jsonl'))
+    recs = stats.read_results(str(tmp_path / 'r.jsonl'))
     assert sorted(x['config'] for x in recs) == ['gmlp', 'gpt']
     assert all(x['n_layer'] == 1 and x['n_embd'] == 32 and x['lr'] == 2e-3 and x['hellaswag_n'] == 8 for x in recs)
     assert next(x for x in recs if x['config'] == 'gmlp')['key']['block'] == 'gmlp'
@@ -685,7 +686,7 @@ def test_report_skips_a_hand_edited_record_it_cannot_read_and_never_picks_nan(tm
         lines.append(json.dumps({**record('gpt', 1, 1.0, lr=4e-3), field: value}))
     lines.append(json.dumps({k: v for k, v in record('gpt', 1, 1.0, lr=8e-3).items() if k != 'tokens'}))
     path.write_text('\n'.join(lines) + '\n')
-    rows = sweep.report(sweep.SweepConfig(), str(path), str(tmp_path / 'p.png'))
+    rows = report.sweep_report(sweep.SweepConfig(), str(path), str(tmp_path / 'p.png'))
     assert len(rows) == 1 and rows[0]['lr'] == 1e-3 and rows[0]['val'] == 2.0
     err = capsys.readouterr().err
     assert err.count('is missing or not what sweep.py writes') == len(edits) + 1
@@ -725,7 +726,7 @@ def test_quick_right_after_the_quick_start_prepares_the_corpus_it_needs(tmp_path
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert '--quick: preparing data/stdlib_byte' in r.stderr and (tmp_path / 'data/stdlib_byte/meta.json').exists()
-    assert len(R.read_results(str(tmp_path / 'out-sweep' / 'results.jsonl'))) == 1
+    assert len(stats.read_results(str(tmp_path / 'out-sweep' / 'results.jsonl'))) == 1
 
 
 def test_a_report_on_a_committed_results_file_writes_no_new_file_there(tmp_path):
@@ -752,18 +753,18 @@ def test_readme_tables_are_the_reports_of_the_committed_records():
     blocks = re.findall(r'<!-- ends_table (\S+) (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S)
     assert blocks, 'README.md has no table marked as drawn from a results file'
     for path, size, schedule, table in blocks:
-        rows = R.summary_rows(R.read_results(os.path.join(HERE, path)))
-        group = [rs for rs in R.regime_groups(rows).values()
+        rows = report.summary_rows(stats.read_results(os.path.join(HERE, path)))
+        group = [rs for rs in report.regime_groups(rows).values()
                  if rs[0]['size'] == size and rs[0]['schedule'] == schedule]
         assert len(group) == 1, f"{path} has no one regime group at {size}, {schedule}"
-        assert table.strip() == R.ends_table(group[0]), f"README.md's table from {path} is not its report"
+        assert table.strip() == report.ends_table(group[0]), f"README.md's table from {path} is not its report"
     # `<!-- transfer_table FILE,FILE SCHEDULE -->`: the transfer view over those files' records (sweep.py
     # --report --results=FILE,FILE), its one group under that schedule
     for paths, schedule, table in re.findall(r'<!-- transfer_table (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S):
-        rows = R.summary_rows(R.read_many([os.path.join(HERE, p) for p in paths.split(',')]))
-        group = [rs for rs in R.transfer_groups(rows).values() if rs[0]['schedule'] == schedule]
+        rows = report.summary_rows(stats.read_many([os.path.join(HERE, p) for p in paths.split(',')]))
+        group = [rs for rs in report.transfer_groups(rows).values() if rs[0]['schedule'] == schedule]
         assert len(group) == 1, f"{paths} has no one transfer group under {schedule}"
-        assert table.strip() == R.transfer_tables(group[0]), f"README.md's transfer table from {paths} is not its report"
+        assert table.strip() == report.transfer_tables(group[0]), f"README.md's transfer table from {paths} is not its report"
 
 
 def test_the_schedule_view_compares_each_gap_under_each_schedule():
@@ -776,9 +777,9 @@ def test_the_schedule_view_compares_each_gap_under_each_schedule():
             for seed, v in enumerate(losses, 1):
                 r = record(name, seed, v, budget=100, lr_schedule=sched)
                 recs.append({**r, 'schedule': sched})
-    groups = R.schedule_groups(R.summary_rows(recs))
+    groups = report.schedule_groups(report.summary_rows(recs))
     assert len(groups) == 1
-    text = R.schedule_tables(next(iter(groups.values())))
+    text = report.schedule_tables(next(iter(groups.values())))
     assert '| x | 0.001, 1.9000 ± 0.1000 (n=3) | 0.001, 2.1500 ± 0.1000 (n=3) |' in text
     assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves; Δ +0.1500 ± 0.0000 |' in text
 
@@ -803,16 +804,16 @@ def test_a_doubling_or_halving_is_called_only_where_its_interval_resolves_it():
             for name in ('x', 'y'):
                 g = gaps[sched][name][seed - 1]
                 recs.append({**record(name, seed, v + g, budget=100, lr_schedule=sched), 'schedule': sched})
-    group, = R.schedule_groups(R.summary_rows(recs)).values()
-    text = R.schedule_tables(group)
+    group, = report.schedule_groups(report.summary_rows(recs)).values()
+    text = report.schedule_tables(group)
     assert '| x | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1721 |' in text
     assert '| y | -0.1000 ± 0.0248 (n=3) | -0.3000 ± 0.0497 (n=3) | doubles; Δ -0.2000 ± 0.0248 |' in text
     # across shapes the same gaps are unrelated runs: Welch's interval. x's change: -0.12, its s.e.
     # sqrt(0.02^2/3 + 0.0721^2/3) = 0.0432 on df 2.306: ± 0.1642; its doubling's test (df 3.124) holds 0
     small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1, 3.2), 'x': (2.90, 2.98, 3.12), 'y': (2.90, 2.99, 3.11)})
     large = shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6, 2.7), 'x': (2.20, 2.40, 2.54), 'y': (2.20, 2.28, 2.42)})
-    group, = R.transfer_groups(R.summary_rows(small + large)).values()
-    text = R.transfer_tables(group)
+    group, = report.transfer_groups(report.summary_rows(small + large)).values()
+    text = report.transfer_tables(group)
     assert '| x | 20.0 | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1642 |' in text
     line = next(l for l in text.splitlines() if l.startswith('| y | 20.0 |'))
     assert line.split(' | ')[-1].startswith('doubles; Δ -0.2000 ± ')  # -0.30 ± 0.0497 against 2 x -0.10 ± 0.0248

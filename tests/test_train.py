@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 import torch
 
-import checkpoint
-import data
-import runtime
 import train
 from configurator import UsageError, parse_config
-from data import write_shard
+from conftest import write_shard
 from model import GPT, GPTConfig, count_params
+import guards
+import prepare
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
 # every architecture config in configs/ (all but quick.py and the _recipes): a config added there is
 # checked below (its parameter count, matched to gpt's within 1%, trains, the results table) with no edit here
@@ -105,7 +104,7 @@ def param_comment(path):
 
 
 def built_params(path, vocab_size):
-    cfg = parse_config(runtime.TrainConfig, [path])
+    cfg = parse_config(train.TrainConfig, [path])
     return GPT(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab_size})).get_num_params()
 
 
@@ -116,7 +115,7 @@ def test_every_architecture_config_states_only_its_block_on_the_shared_recipe():
     for name in ARCHS:
         text = open(os.path.join(HERE, 'configs', f'{name}.py')).read()
         assert 'from _recipe import *' in text, f"configs/{name}.py must start with `from _recipe import *`"
-        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+        cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
         assert name == 'gpt' or cfg.match_params == 'gpt', f"configs/{name}.py must set match_params = 'gpt'"
 
 
@@ -134,10 +133,11 @@ def test_architecture_configs_train_what_the_results_table_reports():
     """GUIDE.md says `train.py configs/gmlp.py` trains the run RESULTS.md §2's main table reports: every
     architecture config's corpus, shape, iterations and learning rate are those of that table's row
     in the committed results file, the best lr of its grid."""
-    from results import read_results, summary_rows
+    from report import summary_rows
+    from stats import read_results
     rows = summary_rows(read_results(os.path.join(HERE, 'results', 'sweep_stdlib.jsonl')))
     for name in ARCHS:
-        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+        cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
         size = f"{cfg.n_layer}x{cfg.n_embd}"
         row = [r for r in rows if r['config'] == name and r['data_dir'] == cfg.data_dir and r['size'] == size
                and r['budget'] == f"max_iters={cfg.max_iters}" and r['optimizer'] == cfg.optimizer]
@@ -160,9 +160,9 @@ def test_config_trains_at_a_shrunken_size(path, data_dir, tmp_path):
                           '--max_iters=3', '--eval_iters=1', '--eval_interval=2', '--log_interval=1',
                           f'--data_dir={data_dir}', f'--out_dir={out}'])
     assert summary['iter_num'] == 3 and np.isfinite(summary['val_loss'])
-    ckpt = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))
-    model = checkpoint.model_from_checkpoint(ckpt)
-    cfg = parse_config(runtime.TrainConfig, [path])
+    ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
+    model = guards.model_from_checkpoint(ckpt)
+    cfg = parse_config(train.TrainConfig, [path])
     for key in ('block', 'attn', 'ffn', 'n_embd', 'gmlp_d_ffn', 'ffn_hidden', 'ffn_multiple_of'):
         assert getattr(model.config, key) == getattr(cfg, key)
 
@@ -172,7 +172,7 @@ def test_config_trains_at_a_shrunken_size(path, data_dir, tmp_path):
 
 def test_checkpoint_layout_and_rebuild(data_dir, tmp_path):
     run(data_dir, tmp_path, '--max_iters=3')
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
     assert {'model', 'model_args', 'config', 'meta', 'optimizer', 'scaler', 'iter_num', 'tokens_seen',
             'best_val_loss', 'rng', 'format_version'} <= ckpt.keys()
     assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 4 * 16
@@ -193,26 +193,26 @@ def test_checkpoint_layout_and_rebuild(data_dir, tmp_path):
     # the rebuilt model is the trained one: same logits as the saved weights give
     ckpt['model_args']['no_such_field'] = 1  # a field from a future model.py is dropped
     del ckpt['model_args']['tie_weights']  # a field an older checkpoint lacks takes its default
-    model = checkpoint.model_from_checkpoint(ckpt).eval()
+    model = guards.model_from_checkpoint(ckpt).eval()
     idx = torch.randint(0, ckpt['model_args']['vocab_size'], (2, 16))
-    reference = GPT(GPTConfig(**checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))['model_args']))
+    reference = GPT(GPTConfig(**guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))['model_args']))
     reference.load_state_dict(ckpt['model'])
     assert torch.equal(model.eval()(idx)[0], reference.eval()(idx)[0])
 
 
 def test_load_checkpoint_errors_are_one_line(tmp_path):
     with pytest.raises(UsageError, match='no checkpoint'):
-        checkpoint.load_checkpoint(str(tmp_path / 'missing.pt'))
+        guards.load_checkpoint(str(tmp_path / 'missing.pt'))
     (tmp_path / 'bad.pt').write_bytes(b'not a checkpoint at all')
     with pytest.raises(UsageError, match='cannot be read') as e:
-        checkpoint.load_checkpoint(str(tmp_path / 'bad.pt'))
+        guards.load_checkpoint(str(tmp_path / 'bad.pt'))
     assert '\n' not in str(e.value)
 
 
 def test_batches_are_a_function_of_their_key(data_dir):
     paths = sorted(glob.glob(os.path.join(data_dir, 'train_*.bin')))
-    a = data.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
-    b = data.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
+    a = train.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
+    b = train.Batches(paths, block_size=16, batch_size=8, seed=5, device='cpu')
     x, y = a.get(0, 3, 1)
     assert torch.equal(x, b.get(0, 3, 1)[0]) and not torch.equal(x, a.get(0, 3, 2)[0])
     assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
@@ -235,8 +235,8 @@ def test_resume_equals_straight_through_bitwise(data_dir, tmp_path):
         assert a_steps[it]['tokens'] == b_steps[it]['tokens']
     for it in (8, 12):
         assert a_evals[it]['val_loss'] == b_evals[it]['val_loss']
-    a = checkpoint.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
-    b = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    a = guards.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = guards.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     assert a['iter_num'] == b['iter_num'] == 12
     for k, v in a['model'].items():
         assert torch.equal(v, b['model'][k]), k
@@ -246,23 +246,23 @@ def test_wsd_schedule_is_constant_then_decays_to_min_lr_at_its_budget():
     """Warmup as cosine's, then learning_rate until the cooldown (the last cooldown_frac of
     lr_decay_iters), then down to min_lr, reached at lr_decay_iters (the budget) and kept after: so
     the runs of one lr at any budgets share every step before the shortest one's cooldown."""
-    cfg = runtime.TrainConfig(lr_schedule='wsd', learning_rate=1e-2, min_lr=1e-3, warmup_iters=10,
+    cfg = train.TrainConfig(lr_schedule='wsd', learning_rate=1e-2, min_lr=1e-3, warmup_iters=10,
                               lr_decay_iters=100, max_iters=100)
-    cosine = runtime.TrainConfig(learning_rate=1e-2, min_lr=1e-3, warmup_iters=10, lr_decay_iters=100)
+    cosine = train.TrainConfig(learning_rate=1e-2, min_lr=1e-3, warmup_iters=10, lr_decay_iters=100)
     lrs = [cfg.lr_at(it) for it in range(120)]
     assert lrs[:10] == [cosine.lr_at(it) for it in range(10)]
     assert cfg.cooldown_start() == 80 and all(lr == 1e-2 for lr in lrs[10:80])
     assert lrs[80] == pytest.approx(1e-2, rel=1e-12)  # the cooldown's first step: 1 - sqrt(0), up to rounding
     assert all(a > b for a, b in zip(lrs[80:100], lrs[81:101])) and lrs[100] == 1e-3 and set(lrs[100:]) == {1e-3}
     assert lrs[90] == pytest.approx(1e-3 + 9e-3 * (1 - math.sqrt(0.5)))  # the 1 - sqrt cooldown
-    longer = runtime.TrainConfig(**{**vars(cfg), 'lr_decay_iters': 400, 'max_iters': 400})
+    longer = train.TrainConfig(**{**vars(cfg), 'lr_decay_iters': 400, 'max_iters': 400})
     assert [longer.lr_at(it) for it in range(80)] == lrs[:80]  # a prefix of every longer run
     with pytest.raises(ValueError, match="cooldown .* starts at iter 9, inside warmup_iters=10"):
-        runtime.TrainConfig(lr_schedule='wsd', warmup_iters=10, lr_decay_iters=11)
+        train.TrainConfig(lr_schedule='wsd', warmup_iters=10, lr_decay_iters=11)
     with pytest.raises(ValueError, match='cooldown_frac must be in'):
-        runtime.TrainConfig(lr_schedule='wsd', cooldown_frac=0.0)
+        train.TrainConfig(lr_schedule='wsd', cooldown_frac=0.0)
     with pytest.raises(ValueError, match="unknown|not one of"):
-        runtime.TrainConfig(lr_schedule='linear')
+        train.TrainConfig(lr_schedule='linear')
 
 
 def test_resume_in_the_middle_of_a_cooldown_is_exact(data_dir, tmp_path):
@@ -276,8 +276,8 @@ def test_resume_in_the_middle_of_a_cooldown_is_exact(data_dir, tmp_path):
     assert a_steps[5]['lr'] == 1e-2 and all(a_steps[it]['lr'] > a_steps[it + 1]['lr'] for it in range(6, 11))
     assert [a_steps[it]['loss'] for it in range(12)] == [b_steps[it]['loss'] for it in range(12)]
     assert a_evals[12]['val_loss'] == b_evals[12]['val_loss']
-    a = checkpoint.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
-    b = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    a = guards.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = guards.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     for k, v in a['model'].items():
         assert torch.equal(v, b['model'][k]), k
 
@@ -295,7 +295,7 @@ def test_two_ddp_processes_equal_one_with_twice_the_accumulation(data_dir, tmp_p
         assert ddp_steps[it]['tokens'] == one_steps[it]['tokens'] == (it + 1) * 2 * 4 * 16
     for it in one_evals:
         assert abs(ddp_evals[it]['val_loss'] - one_evals[it]['val_loss']) < 1e-4
-    assert len(checkpoint.load_checkpoint(str(tmp_path / 'ddp' / 'ckpt.pt'))['rng']) == 2
+    assert len(guards.load_checkpoint(str(tmp_path / 'ddp' / 'ckpt.pt'))['rng']) == 2
 
 
 @pytest.mark.skipif(not os.path.isdir('/proc/self/task'), reason='lists the threads of a rank from /proc')
@@ -316,11 +316,11 @@ sys.exit(f'threads left 10 s after main: {{gloo()}}' if gloo() else 0)
 """)
     proc = torchrun(rank, *TINY, f'--data_dir={data_dir}', '--max_iters=2', f'--out_dir={tmp_path / "out"}')
     assert proc.returncode == 0 and 'threads left' not in proc.stderr, proc.stderr[-3000:]
-    assert checkpoint.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))['iter_num'] == 2
+    assert guards.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))['iter_num'] == 2
 
 
 def test_accumulation_is_rounded_up_to_a_multiple_of_the_processes():
-    assert [runtime.micro_steps(a, n) for a, n in [(40, 8), (1, 8), (3, 2), (4, 2), (5, 1)]] == [5, 1, 2, 2, 5]
+    assert [train.micro_steps(a, n) for a, n in [(40, 8), (1, 8), (3, 2), (4, 2), (5, 1)]] == [5, 1, 2, 2, 5]
 
 
 def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accumulation(data_dir, tmp_path):
@@ -333,7 +333,7 @@ def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accum
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'tokens per iteration: 64 = 2 process(es) x 1 micro-step(s) x batch_size 2 x block_size 16 ' \
            '(gradient_accumulation_steps=1 rounded up to 2, a multiple of 2 processes)' in proc.stdout
-    ckpt = checkpoint.load_checkpoint(str(out / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 64 and len(ckpt['rng']) == 2
 
 
@@ -360,7 +360,7 @@ def test_bad_flag_is_one_line(flag, expect):
 ])
 def test_invalid_combination_is_a_usage_error(flags, expect):
     with pytest.raises(UsageError, match=expect) as e:
-        parse_config(runtime.TrainConfig, flags)
+        parse_config(train.TrainConfig, flags)
     assert '\n' not in str(e.value)
 
 
@@ -387,7 +387,7 @@ def test_resume_with_another_architecture_is_an_error(data_dir, tmp_path):
 def test_autocast_dtypes_train_on_cpu(dtype, data_dir, tmp_path):
     summary = run(data_dir, tmp_path, f'--dtype={dtype}', '--max_iters=3')  # float16: with GradScaler
     assert np.isfinite(summary['val_loss'])
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
     assert all(v.dtype == torch.float32 for v in ckpt['model'].values())  # autocast keeps float32 weights
     assert bool(ckpt['scaler']) == (dtype == 'float16')
 
@@ -397,7 +397,7 @@ def test_raw_shards_take_the_vocabulary_from_the_config(tmp_path):
     for name in os.listdir(raw):  # llm.c's own names: fineweb_train_000000.bin, fineweb_val_000000.bin
         os.rename(os.path.join(raw, name), os.path.join(raw, 'fineweb_' + name))
     run(raw, tmp_path / 'out', '--vocab_size=40', '--max_iters=1')
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'))
     assert ckpt['model_args']['vocab_size'] == 40 and ckpt['meta'] is None
 
 
@@ -419,7 +419,7 @@ def test_resume_from_a_foreign_checkpoint_is_one_line(data_dir, tmp_path):
     torch.save(ckpt, tmp_path / 'ckpt.pt')
     with pytest.raises(UsageError, match='has no scaler, tokens_seen, rng: it was not written by this train.py'):
         run(data_dir, tmp_path, '--init_from=resume')
-    model = checkpoint.model_from_checkpoint(ckpt)  # sample.py still reads it: the prefixes are stripped
+    model = guards.model_from_checkpoint(ckpt)  # sample.py still reads it: the prefixes are stripped
     assert model.get_num_params() > 0
 
 
@@ -454,7 +454,7 @@ def test_interrupted_checkpoint_write_keeps_the_previous_one(data_dir, tmp_path,
         run(data_dir, tmp_path, '--init_from=resume', '--max_iters=8')
     monkeypatch.undo()
     assert (tmp_path / 'ckpt.pt').read_bytes() == before
-    assert checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
+    assert guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
     assert sorted(os.listdir(tmp_path)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
 
 
@@ -471,7 +471,7 @@ def test_non_finite_loss_stops_and_saves_nothing(data_dir, tmp_path):
 def test_max_tokens_stops(data_dir, tmp_path):
     summary = run(data_dir, tmp_path, '--max_iters=1000', '--max_tokens=200')  # 64 tokens per iteration
     assert summary['stop'] == 'max_tokens' and summary['iter_num'] == 4 and summary['tokens'] == 256
-    assert checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
+    assert guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))['iter_num'] == 4
 
 
 def test_max_seconds_stops(data_dir, tmp_path):
@@ -494,7 +494,7 @@ def test_sigint_saves_a_checkpoint_then_exits(data_dir, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert 'Traceback' not in err and 'stopped by SIGINT' in out
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
     assert ckpt['iter_num'] >= 4
     steps, _ = read_log(tmp_path)
     assert max(steps) == ckpt['iter_num'] - 1  # the checkpoint holds every logged step
@@ -523,7 +523,7 @@ def test_sigint_during_an_evaluation_stops_at_once_and_resumes_exactly(data_dir,
     assert proc.returncode == 130, ''.join(lines) + out + err
     assert 'Traceback' not in err and 'stopped by SIGINT at iter 4' in out
     assert 'step 4: evaluation cut short, not logged' in out
-    ckpt = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    ckpt = guards.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     assert ckpt['iter_num'] == 4 and not ckpt['evaluated']
     steps, evals = read_log(tmp_path / 'split')
     assert sorted(evals) == [0, 3] and ckpt['best_val_loss'] == min(r['val_loss'] for r in evals.values())
@@ -534,8 +534,8 @@ def test_sigint_during_an_evaluation_stops_at_once_and_resumes_exactly(data_dir,
     assert sorted(b_steps) == list(range(8)) and sorted(b_evals) == [0, 3, 4, 8]
     assert all(a_steps[it]['loss'] == b_steps[it]['loss'] for it in range(8))
     assert a_evals[4]['val_loss'] == b_evals[4]['val_loss'] and a_evals[8]['val_loss'] == b_evals[8]['val_loss']
-    a = checkpoint.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
-    b = checkpoint.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
+    a = guards.load_checkpoint(str(tmp_path / 'straight' / 'ckpt.pt'))
+    b = guards.load_checkpoint(str(tmp_path / 'split' / 'ckpt.pt'))
     assert a['iter_num'] == b['iter_num'] == 8
     for k, v in a['model'].items():
         assert torch.equal(v, b['model'][k]), k
@@ -555,26 +555,26 @@ def test_progress_lines_show_the_position_and_an_eta(data_dir, tmp_path, capsys)
 
 
 def test_progress_counts_the_budget_that_ends_the_run_first():
-    cfg = parse_config(runtime.TrainConfig, ['--max_iters=2000', '--eval_interval=500'])
-    p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--eval_interval=500'])
+    p = guards.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
     p.eval_s = 10.0
     # 1750 iterations at 0.1s, and evals at 500, 1000, 1500, 2000
     assert p.status(249, 25.0, 0.1) == ('iter 250/2000 (12%)', 'ETA 3m35s')
-    cfg = parse_config(runtime.TrainConfig, ['--max_iters=2000', '--eval_interval=500', '--max_seconds=60'])
-    p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--eval_interval=500', '--max_seconds=60'])
+    p = guards.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1.0)
     p.eval_s = 5.0
     # 35 seconds left end it at about iteration 600: evals at 500 and at the end
     assert p.status(249, 25.0, 0.1) == ('iter 250 (42% of max_seconds)', 'ETA 45s')
-    cfg = parse_config(runtime.TrainConfig, ['--max_iters=2000', '--max_flops=1e6'])
-    p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1000.0)
+    cfg = parse_config(train.TrainConfig, ['--max_iters=2000', '--max_flops=1e6'])
+    p = guards.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=100, flops_per_token=1000.0)
     assert p.status(4, 0.0, 0.1)[0] == 'iter 5/10 (50% of max_flops)'
-    assert [runtime.duration(s) for s in (0.04, 42, 92, 5 * 3600 + 180, 3 * 86400 + 4 * 3600)] == \
+    assert [guards.duration(s) for s in (0.04, 42, 92, 5 * 3600 + 180, 3 * 86400 + 4 * 3600)] == \
         ['0.0s', '42s', '1m32s', '5h03m', '3d04h']
 
 
 def test_a_run_of_hours_on_the_cpu_says_so_at_the_start():
-    cfg = runtime.TrainConfig()  # a bare `python train.py`: 600,000 iterations
-    p = runtime.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=491520, flops_per_token=1.0)
+    cfg = train.TrainConfig()  # a bare `python train.py`: 600,000 iterations
+    p = guards.Progress(cfg, iter_num=0, tokens_seen=0, tokens_per_iter=491520, flops_per_token=1.0)
     note = p.start_estimate(30.0, accum=40, eval_batches=400, iter_num=0, train_s=0.0, device_type='cpu')
     assert note.startswith('note: this run would take about ') and 'd' in note and 'configs/quick.py' in note
     assert '\n' not in note
@@ -583,8 +583,8 @@ def test_a_run_of_hours_on_the_cpu_says_so_at_the_start():
 
 
 def test_config_is_printed_without_splitting_a_value():
-    config = {**dict(vars(runtime.TrainConfig())), 'out_dir': 'a folder/with spaces and-hyphens/' * 3}
-    text = runtime.config_text(config, width=60)
+    config = {**dict(vars(train.TrainConfig())), 'out_dir': 'a folder/with spaces and-hyphens/' * 3}
+    text = guards.config_text(config, width=60)
     lines = text.splitlines()
     assert lines[0].startswith('config: ')
     for k, v in config.items():
@@ -593,10 +593,10 @@ def test_config_is_printed_without_splitting_a_value():
 
 
 def test_missing_data_names_the_prepare_command():
-    assert data.prepare_command('data/shakespeare_char') == 'python prepare.py --dataset=shakespeare'
-    assert data.prepare_command('data/pydoc_char/') == 'python prepare.py'
-    assert data.prepare_command('data/pydoc_gpt2') == 'python prepare.py --tokenizer=gpt2'
-    assert data.prepare_command('elsewhere/mine') == 'python prepare.py --input=YOUR_TEXT --out_dir=elsewhere/mine'
+    assert prepare.prepare_command('data/shakespeare_char') == 'python prepare.py --dataset=shakespeare'
+    assert prepare.prepare_command('data/pydoc_char/') == 'python prepare.py'
+    assert prepare.prepare_command('data/pydoc_gpt2') == 'python prepare.py --tokenizer=gpt2'
+    assert prepare.prepare_command('elsewhere/mine') == 'python prepare.py --input=YOUR_TEXT --out_dir=elsewhere/mine'
 
 
 def test_resume_with_another_optimizer_is_one_line(data_dir, tmp_path):
@@ -619,7 +619,7 @@ def test_a_scratch_run_keeps_the_previous_runs_checkpoint(data_dir, tmp_path, ca
     assert 'previous run (ckpt.pt, log.jsonl, config.json) is kept in' in capsys.readouterr().out
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained  # nothing the user had is lost
     assert (out / 'prev' / 'log.jsonl').read_text() == old_log
-    assert checkpoint.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
+    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
     run(data_dir, out, '--init_from=resume', '--max_iters=4')  # resume continues, keeps prev/ as it was
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained
 
@@ -653,10 +653,10 @@ def test_peak_flops_by_gpu_name_and_dtype(monkeypatch):
              'NVIDIA GeForce RTX 3090': (71e12, 35.6e12), 'NVIDIA A10G': (None, None), 'Tesla T4': (None, None)}
     for name, (bf16, tf32) in names.items():
         monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device, name=name: name)
-        assert runtime.peak_flops('cuda', 0.0, 'bfloat16') == bf16, name
-        assert runtime.peak_flops('cuda', 0.0, 'float16') == bf16, name
-        assert runtime.peak_flops('cuda:1', 0.0, 'float32') == tf32, name
-    assert runtime.peak_flops('cuda', 5e14, 'bfloat16') == 5e14 and runtime.peak_flops('cpu') is None
+        assert guards.peak_flops('cuda', 0.0, 'bfloat16') == bf16, name
+        assert guards.peak_flops('cuda', 0.0, 'float16') == bf16, name
+        assert guards.peak_flops('cuda:1', 0.0, 'float32') == tf32, name
+    assert guards.peak_flops('cuda', 5e14, 'bfloat16') == 5e14 and guards.peak_flops('cpu') is None
 
 
 def test_the_124m_recipe_trains_every_architecture_at_gpt2_small_for_twenty_tokens_a_parameter():
@@ -664,7 +664,7 @@ def test_the_124m_recipe_trains_every_architecture_at_gpt2_small_for_twenty_toke
     matched within 1% of gpt's 124M, 524,288 tokens an iteration, 2.5B tokens: 20 per parameter."""
     base = None
     for name in ARCHS:
-        cfg = parse_config(runtime.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py'),
+        cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py'),
                                                  os.path.join(HERE, 'configs', '_fineweb124m.py')])
         n = count_params(GPTConfig(**cfg.model_args()))
         base = base or n
@@ -680,15 +680,14 @@ def test_every_seed_is_scored_on_the_same_val_batches(data_dir, tmp_path, monkey
     and are scored on the same ones; eval_seed=-1 gives each seed its own (the old way), and a checkpoint
     of one val set does not resume with another. Each evaluation logs its standard error and, at the end,
     each batch's loss."""
-    import data as D
     drawn = []
-    real = D.Batches.get
+    real = train.Batches.get
 
     def spy(self, *key):
         x, y = real(self, *key)
         drawn.append((key[0], x.clone()))  # key (0, ...): training; (1, k): evaluation
         return x, y
-    monkeypatch.setattr(D.Batches, 'get', spy)
+    monkeypatch.setattr(train.Batches, 'get', spy)
     seen = {}
     for seed, eval_seed in ((1, 0), (2, 0), (2, -1)):
         drawn.clear()

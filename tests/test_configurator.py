@@ -9,7 +9,7 @@ import pytest
 
 import configurator as C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
 
 def write(path, content):

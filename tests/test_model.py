@@ -11,8 +11,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CapturedStep, CausalDepthwiseConv, DecodeCache, GPTConfig,
-                   Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width, sample_next)
+from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+                   Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width)
+
+from sample import CapturedStep, generate, sample_next, stream
 
 # every block / attn / ffn combination the config accepts, built from model.py's lists: a block, attention
 # or FFN added there is covered by every test below that takes COMBOS (shapes, causality, cached decoding,
@@ -283,8 +285,8 @@ def test_fixed_shape_steps_compile_once(B):
     torch._dynamo.reset()
     step = torch.compile(model, backend='eager', dynamic=False)
     with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
-        want = model.generate(idx_batch(B=B, T=3), 12, temperature=0, use_cache=False)
-        got = torch.cat([idx_batch(B=B, T=3), *model.stream(idx_batch(B=B, T=3), 12, temperature=0, fixed=True,
+        want = generate(model, idx_batch(B=B, T=3), 12, temperature=0, use_cache=False)
+        got = torch.cat([idx_batch(B=B, T=3), *stream(model, idx_batch(B=B, T=3), 12, temperature=0, fixed=True,
                                                             step=step)], dim=1)
     assert torch.equal(got, want)
 
@@ -295,9 +297,9 @@ def test_cached_generate_equals_uncached_greedy(block, attn, ffn, pos):
     where the window slides (16 + 30 > 16)."""
     model = big_weights(build(tiny(block, attn, ffn, pos_emb=pos, norm='rmsnorm' if pos == 'rope' else 'layernorm'))).eval()
     prompt = idx_batch(B=4, T=5)
-    slow = model.generate(prompt, 30, temperature=0, use_cache=False)
+    slow = generate(model, prompt, 30, temperature=0, use_cache=False)
     for fixed in (False, True):
-        fast = model.generate(prompt, 30, temperature=0, use_cache=True, fixed=fixed)
+        fast = generate(model, prompt, 30, temperature=0, use_cache=True, fixed=fixed)
         assert fast.shape == (4, 35)
         assert torch.equal(fast, slow), fixed  # logits themselves: test_cached_forward_equals_full_forward
 
@@ -311,17 +313,17 @@ def test_a_reused_cache_decodes_as_a_fresh_one(block, attn, ffn, fixed):
     cache = DecodeCache(model.config.n_layer, fixed=fixed)
     for B, T, seed in [(2, 5, 1), (2, 3, 2), (3, 4, 3)]:
         prompt = idx_batch(B=B, T=T, seed=seed)
-        want = model.generate(prompt, 20, temperature=0, use_cache=False)
-        got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=fixed, cache=cache)], dim=1)
+        want = generate(model, prompt, 20, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *stream(model, prompt, 20, temperature=0, fixed=fixed, cache=cache)], dim=1)
         assert torch.equal(got, want), (B, T)
     with pytest.raises(ValueError, match='fixed'):
-        next(model.stream(prompt, 1, fixed=not fixed, cache=cache))
+        next(stream(model, prompt, 1, fixed=not fixed, cache=cache))
 
 
 def test_sampling_is_seeded_and_cache_independent():
     model = build(tiny('amlp')).eval()
     prompt = idx_batch(B=2, T=3)
-    runs = [model.generate(prompt, 20, temperature=1.0, top_k=8, top_p=0.9, use_cache=c,
+    runs = [generate(model, prompt, 20, temperature=1.0, top_k=8, top_p=0.9, use_cache=c,
                            generator=torch.Generator().manual_seed(7)) for c in (True, True, False)]
     assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
 
@@ -615,7 +617,7 @@ def test_decoding_keeps_cudnn_attention_off_and_training_keeps_it(monkeypatch):
     idx = torch.zeros(1, 3, dtype=torch.long)
     for use_cache in (True, False):
         seen.clear()
-        m.generate(idx, 4, temperature=0, use_cache=use_cache)
+        generate(m, idx, 4, temperature=0, use_cache=use_cache)
         assert seen and not any(seen)
     seen.clear()
     m(idx, idx)
@@ -630,9 +632,9 @@ def test_captured_decoding_equals_uncached_greedy_on_a_gpu(block, attn, ffn, pos
     and its logits at each step those of the eager fixed-shape step."""
     model = big_weights(build(tiny(block, attn, ffn, pos_emb=pos))).cuda().eval()
     prompt = idx_batch(B=1, T=3).cuda()
-    want = model.generate(prompt, 20, temperature=0, use_cache=False)
+    want = generate(model, prompt, 20, temperature=0, use_cache=False)
     step = CapturedStep(model)
-    got = torch.cat([prompt, *model.stream(prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
+    got = torch.cat([prompt, *stream(model, prompt, 20, temperature=0, fixed=True, step=step)], dim=1)
     assert torch.equal(got, want) and step.records == 1
     eager, replayed = (DecodeCache(model.config.n_layer, fixed=True) for _ in range(2))
     with torch.no_grad():
@@ -662,8 +664,8 @@ def test_one_recorded_step_serves_every_later_sequence_on_a_gpu(block, attn, ffn
     for B, T, seed, by, records in SEQUENCES:
         held += cache._state() if cache.step is not None else []
         prompt = idx_batch(B=B, T=T, seed=seed).cuda()
-        want = model.generate(prompt, 8, temperature=0, use_cache=False)
-        got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
+        want = generate(model, prompt, 8, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *stream(model, prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
                         dim=1)
         assert torch.equal(got, want) and step.records == records, (B, T, by)
 
@@ -680,9 +682,9 @@ def test_captured_decoding_in_bf16_equals_the_same_steps_unrecorded(block, attn,
     prompt = idx_batch(B=2, T=3).cuda()
     fn = torch.compile(model, dynamic=False) if compiled else model
     with torch.autocast('cuda', dtype=torch.bfloat16):
-        want = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True, step=fn)], dim=1)
+        want = torch.cat([prompt, *stream(model, prompt, 12, temperature=0, fixed=True, step=fn)], dim=1)
         step = CapturedStep(fn)
-        got = torch.cat([prompt, *model.stream(prompt, 12, temperature=0, fixed=True, step=step)], dim=1)
+        got = torch.cat([prompt, *stream(model, prompt, 12, temperature=0, fixed=True, step=step)], dim=1)
     assert torch.equal(got, want) and step.records == 1
 
 
@@ -704,8 +706,8 @@ def test_when_a_captured_step_records_again(block, attn, ffn, monkeypatch):
     for B, T, seed, by, records in SEQUENCES:
         held += cache._state() if cache.step is not None else []
         prompt = idx_batch(B=B, T=T, seed=seed)
-        want = model.generate(prompt, 8, temperature=0, use_cache=False)
-        got = torch.cat([prompt, *model.stream(prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
+        want = generate(model, prompt, 8, temperature=0, use_cache=False)
+        got = torch.cat([prompt, *stream(model, prompt, 8, temperature=0, fixed=True, step=step if by else None, cache=cache)],
                         dim=1)
         assert torch.equal(got, want) and step.records == records, (B, T, by)
 

@@ -1,0 +1,59 @@
+"""The layout holds: the core (model.py, train.py, sample.py, prepare.py and the modules they import)
+never imports a comparison tool; model.py imports nothing of ours; train.py at most four of our
+modules; no two modules import each other, even through others; importing any module touches no GPU
+and starts nothing."""
+import ast
+import glob
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+MODULES = {os.path.basename(p)[:-3]: p for p in glob.glob(os.path.join(HERE, '*.py'))}
+CORE = ('model', 'train', 'sample', 'prepare')
+TOOLS = ('sweep', 'stats', 'report', 'probe', 'bench', 'hellaswag')
+
+
+def ours(name):
+    """The modules of this repository that `name` imports, at the top or inside a function."""
+    with open(MODULES[name]) as f:
+        tree = ast.parse(f.read())
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            out.add(n.module.split('.')[0])
+        elif isinstance(n, ast.Import):
+            out |= {a.name.split('.')[0] for a in n.names}
+    return out & set(MODULES)
+
+
+def reach(name):
+    """Every module of ours that importing `name` loads."""
+    seen, todo = set(), [name]
+    while todo:
+        for m in ours(todo.pop()) - seen:
+            seen.add(m)
+            todo.append(m)
+    return seen
+
+
+def test_the_core_reads_without_the_tools_and_imports_in_one_direction():
+    assert set(CORE) | set(TOOLS) <= set(MODULES)
+    for name in CORE:
+        assert not reach(name) & set(TOOLS), f"{name}.py reaches {sorted(reach(name) & set(TOOLS))}"
+    assert ours('model') == set(), "model.py reads alone"
+    assert len(ours('train')) <= 4, f"train.py imports {sorted(ours('train'))}"
+    cycles = [m for m in MODULES if m in reach(m)]
+    assert not cycles, f"modules that import themselves through others: {cycles}"
+
+
+def test_importing_every_module_starts_nothing():
+    code = (f"import sys, threading; sys.path.insert(0, {HERE!r})\n"
+            f"for name in {sorted(MODULES)!r}: __import__(name)\n"
+            "import torch\n"
+            "assert not torch.cuda.is_initialized(), 'a module initialised CUDA at import'\n"
+            "import torch.distributed as dist\n"
+            "assert not (dist.is_available() and dist.is_initialized()), 'a module made a process group'\n"
+            "assert threading.active_count() == 1, [t.name for t in threading.enumerate()]\n")
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
