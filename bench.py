@@ -45,8 +45,8 @@ from configurator import UsageError, config_paths, parse_config, require, run_ma
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, decode_threads, stream
-from guards import peak_flops
-from train import TrainConfig, autocast_context, resolve_device, resolve_dtype, sync_device
+from guards import peak_flops, resolve_device, sync_device
+from train import TrainConfig, autocast_context, resolve_dtype
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))

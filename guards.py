@@ -1,9 +1,8 @@
 """
-What guards a training run, so that train.py reads as a loop: the signals that stop it (Ctrl-C, SIGTERM:
-agreed over the processes), the budgets and the ETA line, the stop on a loss that is not finite, a DDP
-process that waits too long on the others, a model that cannot fit, the checks before a resume
-(another architecture, optimizer, tokenizer, val set or corpus is refused), and out_dir's files
-(`RunFiles`: one run at a time, a previous run kept whole in prev/, every write atomic). Nobody needs
+What guards a training run, so that train.py reads as a loop: the signals that stop it, budgets and
+the ETA line, the nan stop, a DDP process that waits too long, a model that cannot fit, the checks
+before a resume (another architecture, optimizer, tokenizer, val set or corpus is refused), and
+out_dir's files (`RunFiles`: one run at a time, the previous run kept whole in prev/). Nobody needs
 to open this file to follow one step, a checkpoint or a batch.
 """
 import dataclasses
@@ -15,7 +14,8 @@ import shutil
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+import time
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.distributed as dist
@@ -25,6 +25,7 @@ from model import GPT, GPTConfig, count_params
 from prepare import describe_data, fingerprint
 from tokenizer import describe_tokenizer, tokenizer_of
 
+
 CHECKPOINT_FORMAT = 1
 RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss', 'rng')
 
@@ -32,14 +33,11 @@ RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss'
 # -----------------------------------------------------------------------------
 # stopping: signals, budgets and the ETA
 
+
 class StopSignals:
-    """
-    SIGINT / SIGTERM while training: the first is acknowledged at once and noted (the loop finishes its
-    step, or cuts an evaluation short, then saves and exits); a second acts as it usually does (Ctrl-C:
-    KeyboardInterrupt, exit code 130). Only the main thread can take signals. Inside `cut_short(True)`
-    (a single-process evaluation, which changes nothing) the first signal also raises CutShort at once,
-    even inside one long batch (an 85M model's takes a minute on a CPU).
-    """
+    """SIGINT / SIGTERM while training: the first is noted and acknowledged (the loop finishes its
+    step, saves and exits); a second acts as usual (Ctrl-C: exit 130). Inside cut_short(True) (a
+    one-process evaluation, which changes nothing) the first also raises CutShort at once."""
 
     class CutShort(Exception):
         pass
@@ -49,7 +47,8 @@ class StopSignals:
 
     def install(self):
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self.on_signal)
+                             for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def restore(self):
@@ -62,8 +61,8 @@ class StopSignals:
         self.restore()
         if self.announce:
             again = 'Ctrl-C again' if signum == signal.SIGINT else 'a second signal'
-            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint; "
-                  f"{again} to abort", file=sys.stderr, flush=True)
+            print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a "
+                  f"checkpoint; {again} to abort", file=sys.stderr, flush=True)
         if self.cutting:
             self.cutting = False
             raise self.CutShort
@@ -80,7 +79,8 @@ class StopSignals:
         return bool(self.received)
 
     def exit(self, where, *, announce):
-        """Say which signal stopped the run `where`, and exit with 128 + its number, as a shell does."""
+        """Say which signal stopped the run `where`, and exit with 128 + its number, as a shell
+        does."""
         signum = (self.received or [signal.SIGTERM])[0]  # or another process's signal
         if announce:
             print(f"stopped by {signal.Signals(signum).name} {where}")
@@ -102,23 +102,22 @@ def duration(seconds):
 
 
 class Progress:
-    """
-    The run's budgets: which one ends it first, whether it has (`stop_reason`), whether an evaluation is
-    due, and the progress line with its ETA. Iterations, tokens and FLOPs grow together, so each of
-    those budgets is an iteration to reach; max_seconds counts train_s (evaluations excluded). The ETA
-    adds the evaluations still to come, at eval_s each (estimated at the start, then measured).
-    """
+    """The run's budgets (tokens and FLOPs grow with iterations: each is an iteration to reach;
+    max_seconds counts train_s), whether one ended it, whether an evaluation is due, and the
+    progress line with its ETA, evaluations to come included at eval_s each."""
 
     def __init__(self, cfg, *, iter_num, tokens_seen, tokens_per_iter, flops_per_token):
         ends = [(cfg.max_iters, 'max_iters')]
-        for budget, tokens in (('max_tokens', cfg.max_tokens), ('max_flops', cfg.max_flops / flops_per_token)):
+        for budget, tokens in (('max_tokens', cfg.max_tokens),
+                               ('max_flops', cfg.max_flops / flops_per_token)):
             if tokens:
-                ends.append((iter_num + max(math.ceil((tokens - tokens_seen) / tokens_per_iter), 0), budget))
+                iters = max(math.ceil((tokens - tokens_seen) / tokens_per_iter), 0)
+                ends.append((iter_num + iters, budget))
         self.end_iter, self.budget = min(ends)
         self.max_seconds, self.eval_interval, self.eval_s = cfg.max_seconds, cfg.eval_interval, 0.0
 
     def stop_reason(self, iter_num, out_of_time, signalled):
-        """Why the run stops before iteration `iter_num`, or None: a signal first, then the budget reached."""
+        """Why the run stops before iteration `iter_num`, or None: a signal first, then a budget."""
         if signalled:
             return 'signal'
         if iter_num >= self.end_iter:
@@ -143,25 +142,27 @@ class Progress:
         """Training and evaluation seconds until the run ends, `done` iterations in."""
         iters, _ = self.left(done, train_s, s_per_iter)
         end, every = done + int(iters), self.eval_interval
-        evals = end // every - (done - 1) // every + (end % every != 0)  # evals at iterations done..end
+        evals = end // every - (done - 1) // every + (end % every != 0)  # at iterations done..end
         return iters * s_per_iter + evals * self.eval_s
 
     def status(self, iter_num, train_s, s_per_iter):
-        """'iter 250/2000 (12%)', or 'iter 250 (41% of max_seconds)', and 'ETA 1m32s' after step iter_num
-        (counted from 0, as log.jsonl counts them): the line counts the steps done, 250 after step 249."""
+        """'iter 250/2000 (12%)', or 'iter 250 (41% of max_seconds)', and 'ETA 1m32s' after step
+        iter_num (counted from 0, as log.jsonl counts them): the line counts the steps done, 250
+        after step 249."""
         done = iter_num + 1
         iters, budget = self.left(done, train_s, s_per_iter)
         if budget == 'max_seconds':
             where = f"iter {done} ({100 * min(train_s / self.max_seconds, 1):.0f}% of max_seconds)"
         else:
             of = '' if budget == 'max_iters' else f" of {budget}"
-            where = f"iter {done}/{self.end_iter} ({100 * min(done / max(self.end_iter, 1), 1):.0f}%{of})"
+            share = 100 * min(done / max(self.end_iter, 1), 1)
+            where = f"iter {done}/{self.end_iter} ({share:.0f}%{of})"
         return where, f"ETA {duration(self.seconds_left(done, train_s, s_per_iter))}"
 
     def start_estimate(self, micro_s, *, accum, eval_batches, iter_num, train_s, device_type):
-        """From one timed micro-step: the eval estimate, and a warning line when the run would take hours
-        on a CPU (a bare `python train.py` there: 85M parameters, 491,520 tokens per iteration)."""
-        self.eval_s = eval_batches * micro_s / 3  # forward only: about a third of forward + backward
+        """From one timed micro-step: the eval estimate, and a warning line when the run would take
+        hours on a CPU (a bare `python train.py` there: 85M parameters)."""
+        self.eval_s = eval_batches * micro_s / 3  # forward only: a third of forward + backward
         s_per_iter = micro_s * accum
         total = self.seconds_left(iter_num, train_s, s_per_iter)
         if device_type == 'cuda' or total < 3600:
@@ -185,21 +186,22 @@ def config_text(config, width=100):
 
 
 def say_start(cfg, procs, accum, model, peak, switch, state, progress, micro_s):
-    """What the run is, in its first lines (the master process); from one timed micro-step, a warning
-    when it would take hours on a CPU."""
+    """What the run is, in its first lines (the master process); from one timed micro-step, a
+    warning when it would take hours on a CPU."""
     rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
         f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
         f"{procs.world * accum}, a multiple of {procs.world} processes)")
-    print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = {procs.world} "
-          f"process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x block_size {cfg.block_size}{rounded}")
+    print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = "
+          f"{procs.world} process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x "
+          f"block_size {cfg.block_size}{rounded}")
     print(f"model: {model.get_num_params() / 1e6:.2f}M parameters, "
           f"{model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
     if peak is None and cfg.device.startswith('cuda'):
-        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is not logged; "
-              "--peak_flops=<its dense FLOP/s for this dtype> gives it")
+        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is "
+              "not logged; --peak_flops=<its dense FLOP/s for this dtype> gives it")
     if switch:
-        print(f"note: --new_data: resuming at iter {state.iter_num} on {switch['data_switch']['to']}, "
-              f"after {switch['data_switch']['from']}")
+        print(f"note: --new_data: resuming at iter {state.iter_num} on "
+              f"{switch['data_switch']['to']}, after {switch['data_switch']['from']}")
     note = None if cfg.compile else progress.start_estimate(  # (compiled: it timed the compiler)
         micro_s, accum=accum, eval_batches=2 * math.ceil(cfg.eval_iters / procs.world),
         iter_num=state.iter_num, train_s=state.train_s, device_type=torch.device(cfg.device).type)
@@ -207,19 +209,64 @@ def say_start(cfg, procs, accum, model, peak, switch, state, progress, micro_s):
         print(note, flush=True)
 
 
-# Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by GPU name as torch reports it
-# (a regular expression, most specific first): (name, bf16/fp16 with float32 accumulation, tf32).
-# float32 runs use the tf32 peak: train.py lets matmuls use tf32. A GPU not listed gets no MFU.
+def resolve_device(name='auto'):
+    """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
+    if name == 'auto':
+        return ('cuda' if torch.cuda.is_available() else
+                'mps' if torch.backends.mps.is_available() else 'cpu')
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        kind = None
+    if kind not in ('cpu', 'cuda', 'mps'):  # meta, hpu, ...: torch knows them, this code does not
+        raise UsageError(f"device {name!r} is not one this code runs on; use auto, cpu, cuda, "
+                         "cuda:N or mps")
+    if kind != 'cpu' and not (torch.cuda if kind == 'cuda' else torch.backends.mps).is_available():
+        raise UsageError(f"device {name!r}: {kind.upper()} is not available here; use "
+                         "--device=cpu (or auto)")
+    return name
+
+
+def sync_device(device_type):
+    """Wait for queued GPU work, so that a clock read measures it."""
+    if device_type == 'cuda':
+        torch.cuda.synchronize()
+    elif device_type == 'mps':
+        torch.mps.synchronize()
+
+
+def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
+    """One forward + backward before the clock starts, then undone (gradients, and the random
+    generators the step drew from: dropout's): compiling is not training time, and its duration
+    sizes up the run. Seconds it took."""
+    devices = [X.device] if X.device.type == 'cuda' else []
+    with torch.random.fork_rng(devices=devices), (model.no_sync() if procs.ddp else nullcontext()):
+        sync_device(X.device.type)
+        t0 = time.time()
+        with ctx:
+            _, loss = model(X, Y)
+        scaler.scale(loss).backward()
+        sync_device(X.device.type)
+        seconds = time.time() - t0
+    optimizer.zero_grad(set_to_none=True)
+    return seconds
+
+
+# Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by the GPU's name as torch
+# reports it (a regular expression, most specific first): (name, bf16/fp16 with float32
+# accumulation, tf32). float32 runs use the tf32 peak: train.py lets matmuls use tf32. A GPU not
+# listed gets no MFU.
 PEAK_TFLOPS = [(r'H200 NVL', 835, 418), (r'H200', 989, 495),
                (r'H100 PCIe', 756, 378), (r'H100 NVL', 835, 418), (r'H100', 989, 495),  # H100: SXM5
                (r'A100', 312, 156),  # SXM4 and PCIe, 40 and 80 GB
-               (r'L40S', 362, 183), (r'L40\b', 181, 90.5), (r'L4\b', 121, 60), (r'\bA10\b', 125, 62.5),
+               (r'L40S', 362, 183), (r'L40\b', 181, 90.5), (r'L4\b', 121, 60),
+               (r'\bA10\b', 125, 62.5),
                (r'RTX 4090', 165, 82.6), (r'RTX 3090 Ti', 80, 40), (r'RTX 3090', 71, 35.6)]
 
 
 def peak_flops(device, override=0.0, dtype='bfloat16'):
-    """Peak FLOP/s that MFU divides by: the override, else the GPU's dense peak for `dtype` (tf32's for
-    float32) from PEAK_TFLOPS; None on CPU/MPS and on a GPU the table does not know."""
+    """Peak FLOP/s that MFU divides by: the override, else the GPU's dense peak for `dtype` (tf32's
+    for float32) from PEAK_TFLOPS; None on CPU/MPS and on a GPU the table does not know."""
     if override:
         return override
     if not device.startswith('cuda'):
@@ -232,20 +279,20 @@ def peak_flops(device, override=0.0, dtype='bfloat16'):
 # -----------------------------------------------------------------------------
 # a loss that is not finite, a process that does not answer, a model that cannot fit
 
+
 class NonFiniteLoss(UsageError):
     """The loss became nan or inf: the run stops with one line and saves nothing."""
 
 
 def check_finite(iter_num, cfg, files, *values, model=None):
-    """Stop the run with one line if one of `values` (losses read at a step that waits for them anyway:
-    a log row, an evaluation) or, with `model`, a weight is not finite: a step on inf gradients spoils
-    the weights before any loss shows it, so a checkpoint is never written from them."""
+    """Stop the run in one line if one of `values` (losses, read where they are waited for
+    anyway) or, with `model`, a weight is not finite (inf gradients spoil them unseen)."""
     ok = all(math.isfinite(v) for v in values)
     if model is not None:
         ok = ok and all(torch.isfinite(p).all() for p in model.parameters())
     if not ok:
-        raise NonFiniteLoss(f"loss is not finite at iter {iter_num}: stopped without saving{files.kept()}; "
-                            f"try {non_finite_advice(cfg)}")
+        raise NonFiniteLoss(f"loss is not finite at iter {iter_num}: stopped without "
+                            f"saving{files.kept()}; try {non_finite_advice(cfg)}")
 
 
 def non_finite_advice(cfg):
@@ -262,23 +309,23 @@ def non_finite_advice(cfg):
 
 
 def ddp_failed(e, procs, timeout_s, ckpt_path):
-    """A collective that timed out, or a peer that went away: one line naming this rank, then exit 2 at
-    once (the group is broken: tearing it down, or the interpreter's exit, which joins its threads, can
-    wait forever on an operation a lost peer never answers). Any other error is the caller's to raise."""
+    """A collective that timed out, or a peer gone: one line naming this rank, then exit 2 at once
+    (tearing down the broken group can wait forever on a lost peer). Else the caller raises e."""
     if not (isinstance(e, dist.DistError) or any(s in str(e) for s in (
             'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))):
         return
-    kept = f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else "no checkpoint was saved"
+    kept = (f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else
+            "no checkpoint was saved")
     print(f"error: rank {procs.rank} of {procs.world}: the other processes did not answer within "
-          f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its output); "
-          f"{kept}; {str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
+          f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
+          f"output); {kept}; {str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(2)
 
 
 def free_memory(device):
-    """Bytes free for tensors on `device`: the GPU's free memory, the machine's available memory for the
-    CPU (Linux's MemAvailable, else all of it), None where unknown (MPS)."""
+    """Bytes free for tensors on `device`: the GPU's free memory, the machine's available memory for
+    the CPU (Linux's MemAvailable, else all of it), None where unknown (MPS)."""
     kind = torch.device(device).type
     if kind == 'cuda':
         return torch.cuda.mem_get_info(torch.device(device))[0]
@@ -286,7 +333,8 @@ def free_memory(device):
         return None
     try:
         with open('/proc/meminfo') as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith('MemAvailable:'))
     except (OSError, StopIteration, ValueError):
         try:
             return os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
@@ -295,15 +343,16 @@ def free_memory(device):
 
 
 def check_memory(cfg, device):
-    """A UsageError, before anything is allocated, when the model's float32 weights, gradients and AdamW
-    moments (16 bytes a parameter; activations come on top) exceed the device's free memory: a model
-    that cannot fit is one line instead of the kernel killing the process with no message."""
+    """A UsageError, before anything is allocated, when the model's float32 weights, gradients and
+    AdamW moments (16 bytes a parameter; activations come on top) exceed the device's free memory: a
+    model that cannot fit is one line instead of the kernel killing the process with no message."""
     n = count_params(GPTConfig(**cfg.model_args()))
     need, free = 16 * n, free_memory(device)
     if free is not None and need > free:
-        raise UsageError(f"the model has {n / 1e6:,.1f}M parameters: its weights, gradients and optimizer "
-                         f"state alone take {need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB "
-                         f"free on {device}; lower vocab_size, n_embd or n_layer, or use a larger device")
+        raise UsageError(f"the model has {n / 1e6:,.1f}M parameters: its weights, gradients and "
+                         f"optimizer state alone take {need / 2**30:,.1f} GiB, more than the "
+                         f"{free / 2**30:,.1f} GiB free on {device}; lower vocab_size, n_embd or "
+                         "n_layer, or use a larger device")
 
 
 class Unstoppable:
@@ -350,8 +399,10 @@ def keep_output_from_stopping_the_run():
 # -----------------------------------------------------------------------------
 # what a checkpoint must be, and whether a run can resume it
 
+
 def load_checkpoint(path, device='cpu'):
-    """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a UsageError."""
+    """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a
+    UsageError."""
     if not os.path.isfile(path):
         raise UsageError(f"no checkpoint at {path!r}; train one first (python prepare.py && python "
                          "train.py configs/quick.py) or point out_dir at the right folder")
@@ -363,13 +414,16 @@ def load_checkpoint(path, device='cpu'):
                          "truncated, corrupt or not written by train.py; retrain, or restore a "
                          "good copy") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
-        raise UsageError(f"{path!r} is not a checkpoint written by train.py (no 'model'/'model_args')")
+        raise UsageError(f"{path!r} is not a checkpoint written by train.py (no "
+                         "'model'/'model_args')")
     version = ckpt.get('format_version', 1)
-    if type(version) is not int or version > CHECKPOINT_FORMAT:  # a newer format: its fields would be dropped
+    if type(version) is not int or version > CHECKPOINT_FORMAT:  # newer: fields would be dropped
         raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format "
                          f"{CHECKPOINT_FORMAT} and older: use the code that wrote it (git pull)")
-    wrong = next((k for k, kinds in FIELD_TYPES.items() if k in ckpt and not isinstance(ckpt[k], kinds)), None)
-    if wrong is None and not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in ckpt['model'].items()):
+    wrong = next((k for k, kinds in FIELD_TYPES.items()
+                  if k in ckpt and not isinstance(ckpt[k], kinds)), None)
+    if wrong is None and not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                 for k, v in ckpt['model'].items()):
         wrong = 'model'
     if wrong:
         raise UsageError(f"{path}: its {wrong!r} is a {type(ckpt[wrong]).__name__}, not what "
@@ -377,10 +431,13 @@ def load_checkpoint(path, device='cpu'):
                          "good copy")
     return ckpt
 
+
 # what each field of a checkpoint holds (bool is an int in Python: iter_num=True is refused by name)
-FIELD_TYPES = {'model': dict, 'model_args': dict, 'config': dict, 'meta': (dict, type(None)), 'optimizer': dict,
-               'scaler': dict, 'iter_num': int, 'tokens_seen': int, 'best_val_loss': (float, int), 'train_s': (float, int),
-               'elapsed_s': (float, int), 'rng': list, 'evaluated': bool, 'finished': bool, 'writer': int}
+FIELD_TYPES = {'model': dict, 'model_args': dict, 'config': dict, 'meta': (dict, type(None)),
+               'optimizer': dict, 'scaler': dict, 'iter_num': int, 'tokens_seen': int,
+               'best_val_loss': (float, int), 'train_s': (float, int), 'elapsed_s': (float, int),
+               'rng': list, 'evaluated': bool, 'finished': bool, 'writer': int}
+
 
 def config_from_dict(d):
     """A GPTConfig from a dict (model_args, config.json): missing fields take today's defaults,
@@ -390,6 +447,7 @@ def config_from_dict(d):
         return GPTConfig(**{k: v for k, v in d.items() if k in known})
     except (ValueError, TypeError) as e:  # TypeError: a field of the wrong type (n_layer='4')
         raise UsageError(f"checkpoint model_args are not valid for this model.py: {e}") from None
+
 
 def load_weights(model, state):
     """load_state_dict, with the prefixes torch.compile / DDP add stripped and a one-line error."""
@@ -401,20 +459,23 @@ def load_weights(model, state):
                          f"{str(e).splitlines()[0]}") from None
     return model
 
+
 def model_from_checkpoint(ckpt):
     """Rebuild the GPT a checkpoint holds from its own 'model_args' (no config file needed)."""
     return load_weights(GPT(config_from_dict(ckpt['model_args'])), ckpt['model'])
 
+
 def check_resumable(ckpt, cfg, meta, path):
-    """A UsageError unless the run `cfg` on data `meta` can continue checkpoint `ckpt` exactly: written
-    by this train.py, the same architecture (dropout may change), optimizer and tokenizer; the log row
-    of a switch to other data (--new_data), or None."""
+    """A UsageError unless the run `cfg` on data `meta` can continue checkpoint `ckpt` exactly:
+    written by this train.py, the same architecture (dropout may change), optimizer and tokenizer;
+    the log row of a switch to other data (--new_data), or None."""
     missing = [k for k in RESUME_KEYS if k not in ckpt]
     if missing:
-        raise UsageError(f"{path} has no {', '.join(missing)}: it was not written by this train.py, "
-                         f"so it cannot resume exactly; use another out_dir with init_from='scratch'")
-    if not ckpt['rng'] or not all(isinstance(r, dict) and {'torch', 'numpy', 'python', 'data'} <= r.keys()
-                                  for r in ckpt['rng']):
+        raise UsageError(f"{path} has no {', '.join(missing)}: it was not written by this "
+                         "train.py, so it cannot resume exactly; use another out_dir with "
+                         "init_from='scratch'")
+    if not ckpt['rng'] or not all(isinstance(r, dict) and {'torch', 'numpy', 'python', 'data'}
+                                  <= r.keys() for r in ckpt['rng']):
         raise UsageError(f"{path}: its random generator states are not what train.py writes; the "
                          "file is damaged or not ours: use another out_dir with "
                          "init_from='scratch'")
@@ -424,19 +485,19 @@ def check_resumable(ckpt, cfg, meta, path):
         raise UsageError(f"{path} holds another architecture: " + ", ".join(
             f"{k}={saved.get(k)!r} (asked {asked[k]!r})" for k in diff)
             + "; resume with the checkpoint's config or use another out_dir")
-    saved_opt = (ckpt.get('config') or {}).get('optimizer', 'adamw')  # before 'optimizer' was a key: AdamW
+    saved_opt = (ckpt.get('config') or {}).get('optimizer', 'adamw')  # (no key: before Muon)
     if saved_opt != cfg.optimizer:  # optimizer state of one does not load into the other
         raise UsageError(f"{path} was trained with optimizer={saved_opt!r}, asked "
                          f"{cfg.optimizer!r}; resume with --optimizer={saved_opt} or start a new "
                          "out_dir")
-    # one val curve, one val set: its batches are drawn from eval_seed (-1 before the setting existed); a
-    # changed eval_iters keeps the first batches (keys (1, k) for k below both counts)
+    # one val curve, one val set: its batches are drawn from eval_seed (-1 before the setting
+    # existed); a changed eval_iters keeps the first batches (keys (1, k) below both counts)
     saved = (ckpt.get('config') or {}).get('eval_seed', -1)
     if saved != cfg.eval_seed:
-        raise UsageError(f"{path} was evaluated with eval_seed={saved}, asked {cfg.eval_seed}: its val curve "
-                         f"would change val set midway; resume with --eval_seed={saved} or start a new out_dir")
-    # token ids mean what the checkpoint's tokenizer says (it is stored in the checkpoint for
-    # sample.py)
+        raise UsageError(f"{path} was evaluated with eval_seed={saved}, asked {cfg.eval_seed}: its "
+                         f"val curve would change val set midway; resume with --eval_seed={saved} "
+                         "or start a new out_dir")
+    # token ids mean what the checkpoint's tokenizer says (stored in the checkpoint for sample.py)
     if 'meta' in ckpt and tokenizer_of(meta) != tokenizer_of(ckpt['meta']):
         raise UsageError(f"{cfg.data_dir} is tokenized with {describe_tokenizer(meta)} but {path} "
                          f"was trained with {describe_tokenizer(ckpt['meta'])}; resume on data "
@@ -444,10 +505,12 @@ def check_resumable(ckpt, cfg, meta, path):
                          "out_dir")
     switch = data_switch(ckpt, meta)
     if switch and not cfg.new_data:  # one val curve, one corpus
-        raise UsageError(f"{cfg.data_dir} holds {switch['data_switch']['to']}, but {path} was trained on "
-                         f"{switch['data_switch']['from']}; resume on that data, or pass --new_data=True "
-                         "to go on training on this one (fine-tuning: log.jsonl marks the switch)")
+        raise UsageError(f"{cfg.data_dir} holds {switch['data_switch']['to']}, but {path} was "
+                         f"trained on {switch['data_switch']['from']}; resume on that data, or "
+                         "pass --new_data=True to go on training on this one (fine-tuning: "
+                         "log.jsonl marks the switch)")
     return switch
+
 
 def data_switch(ckpt, meta):
     """A log row for a resume on other data than the checkpoint's (same tokenizer), or None."""
@@ -459,9 +522,10 @@ def data_switch(ckpt, meta):
         before, after = f"{before} (data {fingerprint(old)})", f"{after} (data {fingerprint(meta)})"
     return {'iter': ckpt['iter_num'], 'data_switch': {'from': before, 'to': after}}
 
+
 def peek(path):
-    """A checkpoint's iter_num, tokens_seen, finished and writer, read without loading its tensors; None
-    when there is no file, {} when it cannot be read."""
+    """A checkpoint's iter_num, tokens_seen, finished and writer, read without loading its tensors;
+    None when there is no file, {} when it cannot be read."""
     if not os.path.isfile(path):
         return None
     try:
@@ -474,9 +538,10 @@ def peek(path):
 # -----------------------------------------------------------------------------
 # out_dir's files
 
+
 def read_jsonl(path):
-    """The rows of a log.jsonl: JSON objects with an integer 'iter'. A last line cut short by a killed
-    run is skipped; any other line that is not such a row is a UsageError naming it (nothing is dropped)."""
+    """The rows of a log.jsonl: JSON objects with an integer 'iter'. A last line cut short by a
+    killed run is skipped; any other line that is not such a row is a UsageError naming it."""
     try:
         with open(path, 'rb') as f:
             lines = f.read().splitlines(keepends=True)
@@ -490,47 +555,45 @@ def read_jsonl(path):
             row = None
         if isinstance(row, dict) and type(row.get('iter')) is int:
             rows.append(row)
-        elif line.strip() and (n < len(lines) or line.endswith(b'\n')):  # a blank line is no row either
+        elif line.strip() and (n < len(lines) or line.endswith(b'\n')):  # (a blank line is no row)
             what = repr(line[:40].decode('utf-8', 'replace')) + ('...' if len(line) > 40 else '')
             raise UsageError(f"{path} line {n} is not a log row (a JSON object with an integer "
                              f"'iter'): {what}; delete that line, or the file, and rerun")
     return rows
+
 
 RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
 
 
 class RunFiles:
     """
-    What a run writes in out_dir, from the master process (in the others every method does nothing):
-    ckpt.pt, log.jsonl (one JSON object per line), config.json, and prev/.
-    - One run at a time: out_dir is locked as soon as the run starts (if it exists, else when it is
-      made); a second run into it is refused with one line naming the first.
-    - Nothing in out_dir changes before open(), which the run calls once everything is checked.
-    - A scratch run into a folder that holds a run writes its files in out_dir/.new/ until its first
-      checkpoint is saved there; then the previous run moves to prev/, whole, and the new files into
-      out_dir (`swap`, a sequence of renames that the next run in the folder finishes if a kill cuts it
-      short: `settle`). Stopped before that checkpoint, the run leaves the folder as it was. prev/
-      keeps one run: the one just moved, unless that was stopped before its end with less training
-      than prev/'s, which then stays (rerunning a config and pressing Ctrl-C, twice, loses nothing).
-    - config.json is written with the run's first checkpoint, so it describes ckpt.pt.
-    - A failed write (a full disk) is one line naming the file; the last good checkpoint stays.
+    What a run writes in out_dir, from the master process (in the others each method does nothing):
+    ckpt.pt, log.jsonl (one JSON object per line), config.json (with the first checkpoint), prev/.
+    out_dir is locked from the start (a second run is refused, naming the first) and changes only
+    from open(), once every check passed. A scratch run over a previous run writes in out_dir/.new/
+    until its first checkpoint, then the previous run moves to prev/, whole (`swap`; a kill cut
+    short is finished by the next run: `settle`), unless it was stopped early with less training
+    than prev/'s run, which stays. A failed write is one line naming the file; the last good
+    checkpoint stays.
     """
 
     def __init__(self, cfg, *, master=True):
         self.cfg, self.out_dir, self.master = cfg, cfg.out_dir, master
-        self.ckpt_path, self.log_path, self.config_path = (os.path.join(cfg.out_dir, n) for n in RUN_FILES)
-        self.prev, self.log, self.lock, self.staged, self.config_written = None, None, None, False, False
+        self.ckpt_path, self.log_path, self.config_path = (os.path.join(cfg.out_dir, n)
+                                                           for n in RUN_FILES)
         self.prev = os.path.join(cfg.out_dir, 'prev')
+        self.log, self.lock, self.staged, self.config_written = None, None, False, False
         if master and os.path.isdir(self.out_dir):  # refused now, not after a warm-up
             self.lock = lock_folder(self.out_dir, 'a run')
 
     def path(self, name):
-        """Where this run writes file `name`: out_dir, or out_dir/.new/ until its first checkpoint."""
-        return os.path.join(self.out_dir, '.new', name) if self.staged else os.path.join(self.out_dir, name)
+        """Where this run writes file `name`: out_dir, or out_dir/.new/ until its first
+        checkpoint."""
+        return os.path.join(self.out_dir, *(['.new'] if self.staged else []), name)
 
     def open(self, start_iter, first_rows=()):
-        """Create and lock out_dir, settle what a killed run left, and open the log (on resume: its rows
-        before the checkpoint), then write `first_rows`."""
+        """Create and lock out_dir, settle what a killed run left, and open the log (on resume: its
+        rows before the checkpoint), then write `first_rows`."""
         if not self.master:
             return
         try:
@@ -542,37 +605,43 @@ class RunFiles:
         try:
             settle(self.out_dir)
         except OSError as e:
-            raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} ({e.strerror}: {e.filename}); "
-                             "fix that, or use another out_dir") from None
+            raise UsageError(f"cannot tidy what a killed run left in {self.out_dir} ({e.strerror}: "
+                             f"{e.filename}); fix that, or use another out_dir") from None
         resume, rows = self.cfg.init_from == 'resume', []
         if resume and os.path.isfile(self.ckpt_path) and not os.path.isfile(self.config_path):
             saved = load_checkpoint(self.ckpt_path).get('config')  # killed between the two writes
             if saved:
-                self.write(self.config_path, lambda f: f.write(json.dumps(saved, indent=1).encode()))
+                self.write(self.config_path,
+                           lambda f: f.write(json.dumps(saved, indent=1).encode()))
         if resume and os.path.exists(self.log_path):
-            # an eval row at start_iter came before the checkpoint; step rows from start_iter on did not
+            # an eval row at start_iter came before the checkpoint; step rows from there on did not
             rows = [r for r in read_jsonl(self.log_path)
                     if r['iter'] < start_iter or (r['iter'] == start_iter and 'val_loss' in r)]
         if not resume and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
             self.staged = True
             os.makedirs(os.path.join(self.out_dir, '.new'), exist_ok=True)
-            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run saves its "
-                  f"first checkpoint, then moves to {self.prev}/")
+            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run "
+                  f"saves its first checkpoint, then moves to {self.prev}/")
         try:
-            self.write(self.path('log.jsonl'), lambda f: f.write(''.join(json.dumps(r) + '\n' for r in rows).encode()))
+            text = ''.join(json.dumps(r) + '\n' for r in rows).encode()
+            self.write(self.path('log.jsonl'), lambda f: f.write(text))
             self.log = open(self.path('log.jsonl'), 'a')
         except (OSError, UsageError) as e:
             self.close()
-            raise e if isinstance(e, UsageError) else write_error(self.path('log.jsonl'), e, self.what_is_kept(e))
+            if isinstance(e, UsageError):
+                raise
+            raise write_error(self.path('log.jsonl'), e, self.what_is_kept(e)) from None
         for row in first_rows:
             self.write_row(row)
 
     def write_row(self, row):
-        """One JSON object per line; a value that is not a finite number (an MFU figured from a bad peak) is
-        written as null: NaN and Infinity are not JSON, and would stop every reader of the log."""
+        """One JSON object per line; a value that is not a finite number (an MFU figured from a bad
+        peak) is written as null: NaN and Infinity are not JSON, and would stop every reader of the
+        log."""
         if not self.master:
             return
-        row = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+        row = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+               for k, v in row.items()}
         try:
             self.log.write(json.dumps(row, allow_nan=False) + '\n')
             self.log.flush()  # readable while the run goes on (sweep.py --plot, tail -f)
@@ -580,8 +649,8 @@ class RunFiles:
             raise write_error(self.log_path, e, self.what_is_kept(e)) from None
 
     def save(self, ckpt):
-        """config.json (with the first checkpoint), then the checkpoint, each atomically; the first one of a
-        run staged in .new/ commits it, and the previous run moves to prev/."""
+        """config.json (with the first checkpoint), then the checkpoint, each atomically; the first
+        one of a run staged in .new/ commits it, and the previous run moves to prev/."""
         if not self.master:
             return
         if not self.config_written:
@@ -593,16 +662,12 @@ class RunFiles:
             try:
                 kept = swap(self.out_dir)
             except OSError as e:
-                raise UsageError(f"could not move the previous run of {self.out_dir!r} to {self.prev!r} "
-                                 f"({(e.strerror or str(e)).lower()}); this checkpoint is saved, and the next "
-                                 "run in that folder finishes the move") from None
+                raise UsageError(f"could not move the previous run of {self.out_dir!r} to "
+                                 f"{self.prev!r} ({(e.strerror or str(e)).lower()}); this "
+                                 "checkpoint is saved, and the next run in that folder finishes "
+                                 "the move") from None
             self.staged = False
-            odd = peek(os.path.join(self.prev, 'ckpt.pt')) == {}
-            print(f"note: {self.out_dir} held a checkpoint{' that cannot be read' * odd}: the previous run (ckpt.pt, "
-                  f"log.jsonl, config.json) is kept in {self.prev}/"
-                  + ("" if odd else "; --init_from=resume continues a run instead of starting over") if kept else
-                  f"note: {self.out_dir} held a run stopped before its end with less training than the one in "
-                  f"{self.prev}/, which stays; this run replaces it")
+            say_moved(self.out_dir, kept)
 
     def close(self):
         """Close the log, finish or undo what this run left half-way in out_dir, and release it."""
@@ -617,7 +682,8 @@ class RunFiles:
             if os.path.isdir(self.out_dir):
                 settle(self.out_dir)
         except OSError as e:  # what is left is settled by the next run in out_dir
-            print(f"note: could not tidy {self.out_dir} ({e.strerror}); the next run there does", file=sys.stderr)
+            print(f"note: could not tidy {self.out_dir} ({e.strerror}); the next run there "
+                  "does", file=sys.stderr)
         finally:
             if self.lock is not None:
                 os.close(self.lock)
@@ -638,19 +704,33 @@ class RunFiles:
         """What a failed write leaves: the previous run, or the last checkpoint, as it was."""
         full = disk_full(e)
         if self.staged:
-            return f"the previous run in {self.out_dir} is kept as it was" + ("; free some space and rerun" * full)
+            return f"the previous run in {self.out_dir} is kept as it was" + ("; free some space "
+                                                                              "and rerun" * full)
         if os.path.exists(self.ckpt_path):
-            return f"{self.ckpt_path} is kept as it was" + ("; free some space and resume with --init_from=resume"
+            return f"{self.ckpt_path} is kept as it was" + ("; free some space and resume with "
+                                                            "--init_from=resume"
                                                            * full)
         return "no checkpoint was saved"
 
 
+def say_moved(out_dir, kept):
+    """The note of a scratch run's first checkpoint over a previous run."""
+    prev = os.path.join(out_dir, 'prev')
+    if not kept:
+        print(f"note: {out_dir} held a run stopped before its end with less training than the one "
+              f"in {prev}/, which stays; this run replaces it")
+        return
+    odd = peek(os.path.join(prev, 'ckpt.pt')) == {}
+    print(f"note: {out_dir} held a checkpoint{' that cannot be read' * odd}: the previous run "
+          f"(ckpt.pt, log.jsonl, config.json) is kept in {prev}/"
+          + ("" if odd else "; --init_from=resume continues a run instead of starting over"))
+
+
 def swap(out_dir):
-    """A run staged in out_dir/.new/ saved its first checkpoint there: the previous run (out_dir's ckpt.pt,
-    log.jsonl, config.json) is linked into .old/, which becomes prev/ by one rename (or is dropped, if
-    prev/ holds the more trained run); then .new/ is renamed .commit/ and its files replace out_dir's. At
-    every instant out_dir or prev/ holds the trained run whole, and prev/ never a mix; each step can be
-    taken again, so `settle` finishes a swap a kill cut short. Whether the previous run went to prev/."""
+    """A run staged in out_dir/.new/ saved its first checkpoint there: link the previous run into
+    .old/, which becomes prev/ by one rename (or is dropped: moves_to_prev); rename .new/ .commit/
+    and move its files into out_dir. Always out_dir or prev/ holds the trained run whole, prev/
+    never a mix; each step can be taken again (settle). Whether the previous run went to prev/."""
     def p(*names):
         return os.path.join(out_dir, *names)
     keep = True
@@ -680,26 +760,28 @@ def swap(out_dir):
 
 
 def settle(out_dir):
-    """What a run killed mid-way left in out_dir: its temp files go; a .new/ without a checkpoint (a run
-    that saved none) goes; one with a checkpoint, or a .commit/, was committed: its swap is finished."""
+    """What a run killed mid-way left in out_dir: its temp files go; a .new/ without a checkpoint (a
+    run that saved none) goes; one with a checkpoint, or a .commit/, was committed: its swap is
+    finished."""
     shutil.rmtree(os.path.join(out_dir, '.gone'), ignore_errors=True)
     for name in os.listdir(out_dir):  # atomic_write's temp files of writers that died
         m = re.fullmatch(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.tmp(\d+)(?:\.tmp\d+)*', name)
         if m and not pid_running(int(m.group(1))):
             os.remove(os.path.join(out_dir, name))
-    if os.path.isdir(os.path.join(out_dir, '.commit')) or os.path.isfile(os.path.join(out_dir, '.new', 'ckpt.pt')):
+    if (os.path.isdir(os.path.join(out_dir, '.commit'))
+            or os.path.isfile(os.path.join(out_dir, '.new', 'ckpt.pt'))):
         swap(out_dir)
     elif os.path.isdir(os.path.join(out_dir, '.new')):
         shutil.rmtree(os.path.join(out_dir, '.new'))
 
 
 def moves_to_prev(old, prev):
-    """Whether the run in folder `old` replaces prev/'s. Not when it was stopped before its end with less
-    training than prev/'s, or holds no checkpoint while prev/ does: then prev/ stays."""
+    """Whether the run in folder `old` replaces prev/'s. Not when it was stopped before its end with
+    less training than prev/'s, or holds no checkpoint while prev/ does: then prev/ stays."""
     here, there = peek(os.path.join(old, 'ckpt.pt')), peek(os.path.join(prev, 'ckpt.pt'))
     if here is None:
         return there is None
-    if not here or not there or here.get('finished') in (True, None):  # unreadable, or finished (or older)
+    if not here or not there or here.get('finished') in (True, None):  # unreadable or finished
         return True
     return (here.get('tokens_seen') or 0) >= (there.get('tokens_seen') or 0)
 

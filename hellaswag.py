@@ -64,9 +64,9 @@ import torch
 from torch.nn import functional as F
 
 from configurator import UsageError, atomic_write, parse_config, require, run_main
-from guards import load_checkpoint, model_from_checkpoint
+from guards import load_checkpoint, model_from_checkpoint, resolve_device
 from sample import checkpoint_path, tokenizer_for
-from train import DTYPES, Distributed, autocast_context, resolve_device, resolve_dtype
+from train import DTYPES, Distributed, autocast_context, resolve_dtype
 
 
 HELLASWAG_URL = 'https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl'

@@ -35,11 +35,11 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from configurator import UsageError, help_text, parse_config, run_main
-from guards import load_checkpoint, model_from_checkpoint, peek
+from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
 from model import DecodeCache
 from prepare import read_meta
 from tokenizer import load_tokenizer
-from train import DTYPES, TrainConfig, autocast_context, resolve_device, resolve_dtype
+from train import DTYPES, TrainConfig, autocast_context, resolve_dtype
 
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it

@@ -55,13 +55,13 @@ except ImportError:  # Windows: no flock, so no claims (one sweep per results fi
 
 from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder, numbers,
                           parse_config, require, run_main, split_flags)
-from guards import config_from_dict, peek
+from guards import config_from_dict, peek, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops, count_params
 from prepare import open_dataset, describe_data, fingerprint, read_meta, sha256_file
 from report import RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log, run_summary
 from stats import ARCH, append_record, best_lr, check_writable, read_results, run_id, tuned_lrs
-from train import TrainConfig, resolve_device
+from train import TrainConfig
 
 
 

@@ -6,30 +6,28 @@ Train one of model.py's architectures on the token shards prepare.py writes.
     python train.py configs/gmlp.py --max_iters=100     # any key can be overridden as --key=value
     torchrun --standalone --nproc_per_node=8 train.py configs/gpt.py  # DDP: GPUs or CPU processes
 
-The loop has nanoGPT's shape: DDP only when torchrun sets RANK, autocast (GradScaler for float16
-only), gradient accumulation with the all-reduce on the last micro-step only, the next batch fetched
-while the forward pass runs. What it adds to make comparisons fair and exact: every batch is a pure
-function of (seed, iteration, global micro-step), so N processes draw exactly the batches one
-process draws and a resumed run those of a straight run; budgets of tokens, FLOPs or training
-seconds; Ctrl-C saves a checkpoint that resumes bitwise; log.jsonl with tokens, seconds and MFU.
-Reading order: the settings and the lr schedule, device and processes, how a batch is drawn, what a
-checkpoint holds and how a run resumes, then main(), build() and train()'s loop in four steps. What
-guards a run (signals, budgets and the ETA, the nan stop, resume refusals, out_dir's files and
-prev/) is guards.py's: nobody needs to open it to follow a step, a checkpoint or a batch.
+nanoGPT's loop (DDP when torchrun sets RANK, autocast, the all-reduce on the last micro-step only,
+the next batch fetched during the forward pass), made exact for comparisons: every batch is a pure
+function of (seed, iteration, global micro-step), so N processes draw the batches one process draws
+and a resumed run those of a straight one; budgets of tokens, FLOPs or seconds; Ctrl-C saves a
+checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, device and
+processes, how a batch is drawn, what a checkpoint holds and how a run resumes, then main(),
+build() and train()'s loop in four steps. What guards a run (signals, budgets and the ETA, the nan
+stop, resume refusals, out_dir's files and prev/) is guards.py's, not needed to follow the loop.
 """
 import os
 import signal
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
 import datetime
 import math
 import random
+import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-import time
 
 import numpy as np
 import torch
@@ -37,8 +35,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import UsageError, parse_config, require, run_main
-from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite, check_memory, check_resumable,
-                    config_text, ddp_failed, duration, say_start, keep_output_from_stopping_the_run, load_checkpoint, load_weights, peak_flops)
+from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite,
+                    check_memory, check_resumable, config_text, ddp_failed, duration,
+                    keep_output_from_stopping_the_run, load_checkpoint, load_weights,
+                    peak_flops, resolve_device, say_start, warm_up)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 from prepare import load_shard, open_dataset
 
@@ -54,10 +54,10 @@ class TrainConfig(GPTConfig):
     out_dir: str = 'out'               # where ckpt.pt, log.jsonl and config.json go
     data_dir: str = 'data/pydoc_char'  # what a plain `python prepare.py` writes
     init_from: str = 'scratch'         # 'scratch' or 'resume' (from out_dir/ckpt.pt)
-    new_data: bool = False             # resume on other data than the checkpoint's (fine-tuning); else refused
+    new_data: bool = False             # resume on other data than the checkpoint's (fine-tuning)
     eval_interval: int = 2000          # iterations between evaluations (and checkpoints)
     eval_iters: int = 200              # batches per split and evaluation, the same ones every time
-    eval_seed: int = 0                 # draws the eval batches: one val set for every run and seed; -1: the run's seed
+    eval_seed: int = 0                 # draws the eval batches, one val set for all; -1: the seed's
     log_interval: int = 1              # iterations between progress lines / log rows
     always_save_checkpoint: bool = True  # else save at evals only when val loss improves
     # data
@@ -65,16 +65,16 @@ class TrainConfig(GPTConfig):
     batch_size: int = 12               # micro-batch size of one process
     gradient_accumulation_steps: int = 40  # global: divided among the processes
     # optimizer; learning rate: linear warmup, then cosine decay (or warmup-stable-decay)
-    optimizer: str = 'adamw'           # 'adamw', or 'muon' (Muon for hidden 2-D matrices, AdamW the rest)
+    optimizer: str = 'adamw'           # 'adamw', or 'muon' (hidden 2-D matrices; AdamW the rest)
     learning_rate: float = 6e-4        # peak learning rate, after warmup
     max_iters: int = 600000            # stop after this many optimizer steps
     weight_decay: float = 1e-1         # AdamW decoupled decay of >= 2-D weights
     beta1: float = 0.9                 # AdamW first-moment decay
     beta2: float = 0.95                # AdamW second-moment decay
     grad_clip: float = 1.0             # 0 = no clipping
-    decay_lr: bool = True              # warmup + decay (lr_schedule); False = constant learning_rate
-    lr_schedule: str = 'cosine'        # 'cosine' to min_lr at lr_decay_iters, or 'wsd': constant, then cooldown
-    cooldown_frac: float = 0.2         # wsd: the cooldown's share of lr_decay_iters (1 - sqrt, to min_lr)
+    decay_lr: bool = True              # warmup + decay (lr_schedule); False = constant rate
+    lr_schedule: str = 'cosine'        # 'cosine' to min_lr, or 'wsd': constant, then a cooldown
+    cooldown_frac: float = 0.2         # wsd: the cooldown's share of lr_decay_iters (1 - sqrt)
     warmup_iters: int = 2000           # linear warmup steps
     lr_decay_iters: int = 600000       # ~ max_iters per Chinchilla
     min_lr: float = 6e-5               # ~ learning_rate / 10 per Chinchilla
@@ -84,27 +84,29 @@ class TrainConfig(GPTConfig):
     max_flops: float = 0.0             # stop at this many training FLOPs (tokens x flops_per_token)
     # system
     device: str = 'auto'               # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
-    dtype: str = 'auto'                # 'auto' (bfloat16 or float16 on cuda, else float32), or one of DTYPES
+    dtype: str = 'auto'                # 'auto' (bf16, fp16 on old GPUs; float32 on CPU) or DTYPES
     compile: bool = False              # torch.compile the model (needs a C++ compiler on CPU)
-    peak_flops: float = 0.0            # for MFU; 0 = the GPU's dense peak for dtype, by its name; none on CPU
-    ddp_timeout_s: float = 1800.0      # DDP: a process that waits this long on the others stops the run
-    seed: int = 1337                   # sets the init, the batches and dropout; same seed = same run
+    peak_flops: float = 0.0            # for MFU; 0 = the GPU's dense peak for dtype; none on CPU
+    ddp_timeout_s: float = 1800.0      # DDP: a process waiting this long on another stops the run
+    seed: int = 1337                   # the init, the batches and dropout: same seed = same run
 
     def __post_init__(self):
         for name, allowed in (('init_from', ('scratch', 'resume')), ('dtype', DTYPES),
                               ('lr_schedule', SCHEDULES)):
             require(self, name, lambda v: v in allowed, f"is not one of {', '.join(allowed)}")
         check_optimizer(self.optimizer)
-        require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters log_interval',
-                lambda v: v >= 1, "must be at least 1")
+        require(self, 'batch_size gradient_accumulation_steps eval_interval eval_iters '
+                'log_interval', lambda v: v >= 1, "must be at least 1")
         require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
                 lambda v: v >= 0, "must not be negative")
-        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's generators: 64 bits
-        require(self, 'eval_seed', lambda v: -1 <= v < 2**63, "must be -1 (the run's seed) or in [0, 2**63)")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's: 64 bits
+        require(self, 'eval_seed', lambda v: -1 <= v < 2**63,
+                "must be -1 (the run's seed) or in [0, 2**63)")
         require(self, 'max_seconds max_flops weight_decay grad_clip min_lr peak_flops',
                 lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
         require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
-        require(self, 'ddp_timeout_s', lambda v: 0 < v < math.inf, "must be a positive number of seconds")
+        require(self, 'ddp_timeout_s', lambda v: 0 < v < math.inf,
+                "must be a positive number of seconds")
         require(self, 'beta1 beta2', lambda v: 0 <= v < 1, "must be in [0, 1)")
         if self.min_lr > self.learning_rate:
             raise ValueError(f"min_lr={self.min_lr} exceeds learning_rate={self.learning_rate}")
@@ -112,11 +114,12 @@ class TrainConfig(GPTConfig):
         if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
             raise ValueError(f"lr_decay_iters={self.lr_decay_iters} must exceed warmup_iters="
                              f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
-        if self.decay_lr and self.lr_schedule == 'wsd' and self.cooldown_start() < self.warmup_iters:
-            raise ValueError(f"lr_schedule='wsd': the cooldown (the last {self.cooldown_frac:g} of "
-                             f"lr_decay_iters={self.lr_decay_iters}) starts at iter "
-                             f"{self.cooldown_start()}, inside warmup_iters={self.warmup_iters}: "
-                             "lower warmup_iters or cooldown_frac, or raise lr_decay_iters")
+        start = self.cooldown_start()
+        if self.decay_lr and self.lr_schedule == 'wsd' and start < self.warmup_iters:
+            raise ValueError(f"lr_schedule='wsd': the cooldown (the last {self.cooldown_frac:g} "
+                             f"of lr_decay_iters={self.lr_decay_iters}) starts at iter {start}, "
+                             f"inside warmup_iters={self.warmup_iters}: lower warmup_iters or "
+                             "cooldown_frac, or raise lr_decay_iters")
         # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
         # (and with it whether match_params can match: train.py checks that once it knows)
         model = GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
@@ -128,8 +131,8 @@ class TrainConfig(GPTConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
     def val_seed(self):
-        """The seed the evaluation batches are drawn from: eval_seed, the same for every run (so two
-        seeds of one config, and two configs, are scored on the same text), or -1: the run's seed."""
+        """What the evaluation batches are drawn from: eval_seed, the same for every run (so every
+        seed and config is scored on the same text), or with -1 the run's seed."""
         return self.seed if self.eval_seed == -1 else self.eval_seed
 
     def cooldown_start(self):
@@ -137,8 +140,8 @@ class TrainConfig(GPTConfig):
         return self.lr_decay_iters - round(self.cooldown_frac * self.lr_decay_iters)
 
     def lr_at(self, it):
-        """Learning rate at iteration `it`: linear warmup, then down to min_lr at lr_decay_iters, by a
-        cosine over the whole run, or ('wsd') constant and then a cooldown over its last part."""
+        """Learning rate at iteration `it`: linear warmup, then down to min_lr at lr_decay_iters,
+        by a cosine over the whole run, or ('wsd') constant and then a cooldown over its end."""
         if not self.decay_lr:
             return self.learning_rate
         if it < self.warmup_iters:
@@ -160,24 +163,7 @@ class TrainConfig(GPTConfig):
 
 
 # -----------------------------------------------------------------------------
-# device, precision, processes
-
-def resolve_device(name='auto'):
-    """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
-    if name == 'auto':
-        return 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
-    try:
-        kind = torch.device(name).type
-    except RuntimeError:
-        kind = None
-    if kind not in ('cpu', 'cuda', 'mps'):  # meta, hpu, ...: torch names them, this code does not run there
-        raise UsageError(f"device {name!r} is not one this code runs on; use auto, cpu, cuda, "
-                         "cuda:N or mps")
-    if kind != 'cpu' and not (torch.cuda if kind == 'cuda' else torch.backends.mps).is_available():
-        raise UsageError(f"device {name!r}: {kind.upper()} is not available here; use --device=cpu "
-                         "(or auto)")
-    return name
-
+# precision, processes
 
 def resolve_dtype(name, device_type):
     """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
@@ -199,22 +185,14 @@ def autocast_context(device_type, dtype):
     return torch.amp.autocast(device_type=device_type, dtype=dtype)
 
 
-def sync_device(device_type):
-    """Wait for queued GPU work, so that a clock read measures it."""
-    if device_type == 'cuda':
-        torch.cuda.synchronize()
-    elif device_type == 'mps':
-        torch.mps.synchronize()
-
-
 class Distributed:
     """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
-    collective the loop needs, a no-op with one process. The master (rank 0) prints, logs and saves."""
+    collective the loop needs, a no-op with one process. The master (rank 0) prints and saves."""
 
     def __init__(self):
         self.ddp = int(os.environ.get('RANK', -1)) != -1
-        self.rank, self.local_rank = int(os.environ.get('RANK', 0)), int(os.environ.get('LOCAL_RANK', 0))
-        self.world = int(os.environ.get('WORLD_SIZE', 1))
+        self.rank, self.world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+        self.local_rank = int(os.environ.get('LOCAL_RANK', 0))
         self.master = self.rank == 0
         self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
 
@@ -223,22 +201,21 @@ class Distributed:
 
     @contextmanager
     def running(self, device, timeout_s, ckpt_path):
-        """The process group for the run inside the block; the ranks leave together, and the group is
-        destroyed while the interpreter is alive. A process that waits timeout_s on the others (one
-        stopped, crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
+        """The process group for the run inside the block; the ranks leave together, and the group
+        is destroyed while the interpreter is alive. A process that waits timeout_s on the others
+        (one stopped, crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
         if not self.ddp:
             yield self
             return
-        # imported before the group exists (DDP imports it through torch._dynamo): imported later, it
-        # binds the group as a default argument, keeps it alive past destroy_process_group, and its
-        # gloo threads, dying with the interpreter, abort a finished rank now and then
+        # imported before the group exists: imported later (DDP does), it keeps the group alive past
+        # destroy_process_group; its gloo threads, dying later, abort a finished rank now and then
         import torch.distributed.nn.functional as _  # noqa: F401
         cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
         dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
         try:
             if cuda:
                 torch.cuda.set_device(device)
-                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)  # a CPU all-reduce: no GPU sync
+                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)  # no GPU sync
             yield self
             dist.barrier()  # none tears down its group while another still uses it
         except RuntimeError as e:
@@ -288,17 +265,17 @@ class Batches:
 
     def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
         self.shards = [load_shard(p) for p in paths]  # the format is prepare.py's
-        self.block_size, self.batch_size, self.seed, self.device = block_size, batch_size, seed, device
-        self.paths, self.check_vocab = paths, check_vocab  # ids >= the model's vocab_size: an IndexError
-        self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows per shard
+        self.block_size, self.batch_size, self.seed = block_size, batch_size, seed
+        self.device, self.paths, self.check_vocab = device, paths, check_vocab  # ids >= it: refused
+        self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows
         self.ends = np.cumsum(self.starts)
         if self.ends[-1] == 0:
             split = os.path.basename(paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
-            longest = max(len(s) for s in self.shards)
+            more = ' (or a larger --val_fraction)' if split == 'val' else ''
             raise UsageError(f"{os.path.dirname(paths[0])}: the {split} split holds no window of "
                              f"block_size + 1 = {block_size + 1} tokens (its longest shard: "
-                             f"{longest:,}); lower block_size, or prepare more "
-                             f"text{' (or a larger --val_fraction)' if split == 'val' else ''}")
+                             f"{max(len(s) for s in self.shards):,}); lower block_size, or prepare "
+                             f"more text{more}")
 
     def get(self, *key):
         rng = np.random.default_rng([self.seed, *key])
@@ -306,16 +283,17 @@ class Batches:
         shard = np.searchsorted(self.ends, pos, side='right')
         start = pos - (self.ends[shard] - self.starts[shard])
         T = self.block_size
-        xy = np.stack([self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]).astype(np.int64)
+        rows = [self.shards[s][i:i + T + 1] for s, i in zip(shard, start)]
+        xy = np.stack(rows).astype(np.int64)
         if self.check_vocab and xy.max() >= self.check_vocab:  # cheap: one small batch
-            bad = next(s for s, i in zip(shard, start) if self.shards[s][i:i + T + 1].max() >= self.check_vocab)
+            bad = next(s for s, row in zip(shard, rows) if row.max() >= self.check_vocab)
             meta = os.path.join(os.path.dirname(self.paths[bad]), 'meta.json')
-            fix = (f"{meta} does not match its shards: rerun prepare.py" if os.path.exists(meta) else
-                   "pass a larger --vocab_size (GPT-2 shards: 50304)")
+            fix = (f"{meta} does not match its shards: rerun prepare.py" if os.path.exists(meta)
+                   else "pass a larger --vocab_size (GPT-2 shards: 50304)")
             raise UsageError(f"{self.paths[bad]} holds token id {int(xy.max())} >= "
                              f"vocab_size={self.check_vocab}; {fix}")
         xy = torch.from_numpy(xy)  # (B, T + 1)
-        x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs and next-token targets
+        x, y = xy[:, :-1].contiguous(), xy[:, 1:].contiguous()  # (B, T) inputs, next-token targets
         if self.device.startswith('cuda'):  # pinned memory: the copy overlaps with compute
             return (x.pin_memory().to(self.device, non_blocking=True),
                     y.pin_memory().to(self.device, non_blocking=True))
@@ -323,16 +301,17 @@ class Batches:
 
 
 def run_batches(cfg, paths):
-    """A run's batches: training's from its seed; each split's evaluation batches from eval_seed, one val
-    set for every run (the same text scores every seed and config), unless eval_seed=-1."""
-    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device, check_vocab=cfg.vocab_size)
-    return (Batches(paths['train'], seed=cfg.seed, **shape),
-            {split: Batches(paths[split], seed=cfg.val_seed(), **shape) for split in ('train', 'val')})
+    """Training's batches from the run's seed; each split's evaluation batches from eval_seed: one
+    val set for every run (the same text scores every seed and config), unless eval_seed=-1."""
+    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
+                 check_vocab=cfg.vocab_size)
+    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
+    return Batches(paths['train'], seed=cfg.seed, **shape), scored
 
 
 def bits_per_byte(meta, split, loss):
-    """A loss in nats per token as bits per byte of text: loss / ln 2 x the split's tokens per byte, which
-    prepare.py records, so that char, byte and BPE runs compare on one scale. None without that ratio
+    """A loss in nats per token as bits per byte of text: loss / ln 2 x the split's tokens per byte
+    (prepare.py records it), so that char, byte and BPE runs compare on one scale. None without it
     (raw shards, or a meta.json from before it was recorded: rerun prepare.py)."""
     ratio = ((meta or {}).get('tokens_per_byte') or {}).get(split)
     return None if ratio is None else loss / math.log(2) * ratio
@@ -347,25 +326,26 @@ class RunState:
     iter_num: int = 0                 # optimizer steps taken
     tokens_seen: int = 0              # training tokens, over every process
     best_val_loss: float = math.inf
-    train_s: float = 0.0              # seconds in training steps (evaluations and checkpoints excluded)
+    train_s: float = 0.0              # seconds in training steps (evaluations excluded)
     elapsed_s: float = 0.0            # wall-clock seconds
     evaluated_at: int = None          # the iteration of the last evaluation that ran to the end
     saved_at: int = None              # the iteration of the last checkpoint: none is written twice
-    finished: bool = False            # the run reached its budget (not stopped by a signal or a crash)
+    finished: bool = False            # the run reached its budget (no signal or crash stopped it)
 
 
 def make_checkpoint(model, optimizer, scaler, state, *, cfg, meta, rng):
-    """The dict ckpt.pt holds: the uncompiled model's weights and its config, so it loads without the
-    config file; the optimizer and the RunState, so it resumes; `rng`: every process's generators, and
-    where the batches stand (they are drawn by (seed, iteration, micro-step): nothing else to save)."""
+    """The dict ckpt.pt holds: the uncompiled model's weights and its config, so it loads without
+    the config file; the optimizer and the RunState, so it resumes; `rng`: every process's
+    generators, and where the batches stand (they are drawn by (seed, iteration, micro-step))."""
     for s in rng:
         s['data'] = {'seed': cfg.seed, 'iter': state.iter_num}
-    return {'format_version': CHECKPOINT_FORMAT, 'model': model.state_dict(), 'model_args': cfg.model_args(),
-            'config': dataclasses.asdict(cfg), 'meta': meta, 'optimizer': optimizer.state_dict(),
-            'scaler': scaler.state_dict(), 'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
-            'best_val_loss': state.best_val_loss, 'train_s': state.train_s, 'elapsed_s': state.elapsed_s,
-            'rng': rng, 'evaluated': state.evaluated_at == state.iter_num,  # False: resuming evaluates first
-            'finished': state.finished}
+    return {'format_version': CHECKPOINT_FORMAT, 'model': model.state_dict(),
+            'model_args': cfg.model_args(), 'config': dataclasses.asdict(cfg), 'meta': meta,
+            'optimizer': optimizer.state_dict(), 'scaler': scaler.state_dict(),
+            'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
+            'best_val_loss': state.best_val_loss, 'train_s': state.train_s,
+            'elapsed_s': state.elapsed_s, 'rng': rng, 'finished': state.finished,
+            'evaluated': state.evaluated_at == state.iter_num}  # False: resuming evaluates first
 
 
 def rng_state():
@@ -387,16 +367,16 @@ def set_rng_state(state):
 
 def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
     """Load a checkpoint into the model, optimizer and scaler and return its RunState; the random
-    generators too when as many processes resume as saved it. The dict is emptied once its tensors are
-    copied: the caller's reference to it would otherwise keep a second copy."""
+    generators too when as many processes resume as saved it. The dict is emptied once its tensors
+    are copied: the caller's reference to it would otherwise keep a second copy."""
     load_weights(model, ckpt['model'])
     optimizer.load_state_dict(ckpt['optimizer'])
     if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
         scaler.load_state_dict(ckpt['scaler'])
-    it, evaluated = ckpt['iter_num'], ckpt.get('evaluated', True)  # False: its evaluation was cut short
-    state = RunState(iter_num=it, tokens_seen=ckpt['tokens_seen'], best_val_loss=ckpt['best_val_loss'],
-                     train_s=ckpt.get('train_s', 0.0), elapsed_s=ckpt.get('elapsed_s', 0.0), saved_at=it,
-                     evaluated_at=it if evaluated else None)
+    it, evaluated = ckpt['iter_num'], ckpt.get('evaluated', True)  # False: its eval was cut short
+    state = RunState(iter_num=it, tokens_seen=ckpt['tokens_seen'], saved_at=it,
+                     best_val_loss=ckpt['best_val_loss'], train_s=ckpt.get('train_s', 0.0),
+                     elapsed_s=ckpt.get('elapsed_s', 0.0), evaluated_at=it if evaluated else None)
     rng = ckpt['rng']
     if procs.master:
         due = not evaluated and it % cfg.eval_interval == 0
@@ -444,7 +424,7 @@ def main(argv):
         raise UsageError(str(e)) from None
     check_memory(cfg, device)  # before anything is allocated
     switch = ckpt and check_resumable(ckpt, cfg, meta, ckpt_path)  # --new_data: a log row says so
-    files = RunFiles(cfg, master=procs.master)  # out_dir's ckpt.pt, log.jsonl, config.json: locked now
+    files = RunFiles(cfg, master=procs.master)  # ckpt.pt, log.jsonl, config.json; out_dir locked
     with procs.running(device, cfg.ddp_timeout_s, ckpt_path):
         if procs.master:
             print(config_text(dataclasses.asdict(cfg)))
@@ -454,16 +434,18 @@ def main(argv):
 
 
 def build(cfg, procs, ckpt):
-    """The model, its optimizer and loss scaler, and the RunState: fresh, or as the checkpoint left them."""
+    """The model, its optimizer and loss scaler, and the RunState: fresh, or from the checkpoint."""
     device_type = torch.device(cfg.device).type
     torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
     model = GPT(GPTConfig(**cfg.model_args())).to(cfg.device)
-    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2),
-                                           device_type, optimizer=cfg.optimizer)
+    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
+                                           (cfg.beta1, cfg.beta2), device_type, cfg.optimizer)
     scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
     torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream in each process
-    # a scratch run holds no training at iteration 0: nothing to save there
-    state = RunState(saved_at=0) if ckpt is None else restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs)
+    if ckpt is None:  # a scratch run holds no training at iteration 0: nothing to save there
+        state = RunState(saved_at=0)
+    else:
+        state = restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs)
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
@@ -472,15 +454,14 @@ def build(cfg, procs, ckpt):
 
 def train(cfg, procs, files, meta, paths, ckpt, switch):
     raw_model, optimizer, scaler, state = build(cfg, procs, ckpt)
-    device_type = torch.device(cfg.device).type
-    ctx = autocast_context(device_type, cfg.dtype)
+    ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
     accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
     model = torch.compile(raw_model) if cfg.compile else raw_model  # evaluation runs this one
     train_model = model if not procs.ddp else DDP(
-        model, device_ids=[torch.device(cfg.device).index] if device_type == 'cuda' else None)
-    batches, scored = run_batches(cfg, paths)  # training's, and the evaluation's of each split
+        model, device_ids=[procs.local_rank] if cfg.device.startswith('cuda') else None)
+    batches, scored = run_batches(cfg, paths)  # training's, and each split's evaluation batches
     progress = Progress(cfg, iter_num=state.iter_num, tokens_seen=state.tokens_seen,
                         tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
@@ -490,27 +471,28 @@ def train(cfg, procs, files, meta, paths, ckpt, switch):
         say_start(cfg, procs, accum, raw_model, peak, switch, state, progress, micro_s)
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
     files.open(state.iter_num, [switch] if switch else [])
-    stop_signals = StopSignals(announce=procs.master).install()  # Ctrl-C / SIGTERM: step, save, exit
-    t0, elapsed_s0, last = time.time(), state.elapsed_s, (state.iter_num, state.tokens_seen, state.train_s)
-    scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last evaluation's
+    signals = StopSignals(announce=procs.master).install()  # Ctrl-C, SIGTERM: step, save, exit
+    t0, elapsed_s0 = time.time(), state.elapsed_s
+    last = (state.iter_num, state.tokens_seen, state.train_s)  # where the next log row counts from
+    scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
     try:
         while True:
             # 1. stop? at a budget or a signal, decided together by every process
             state.elapsed_s = elapsed_s0 + time.time() - t0
-            signalled, out_of_time = procs.agree(stop_signals, progress.out_of_time(state.train_s))
+            signalled, out_of_time = procs.agree(signals, progress.out_of_time(state.train_s))
             stop = progress.stop_reason(state.iter_num, out_of_time, signalled)
             state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
 
             # 2. evaluate (also at the end) and save; not twice at one iteration (a resumed one's)
             if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
                 t_eval = time.time()
-                losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, stop_signals, procs)
+                losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
                 if losses is None:  # cut short by a signal: not logged, not a best_val_loss
                     stop = 'signal'
                 elif record_eval(losses, state, cfg, files, flops_per_token) and state.iter_num > 0:
-                    save(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, procs=procs, files=files)
+                    save(raw_model, optimizer, scaler, state, cfg, meta, procs, files)
                 scores.update(losses or {})
-                progress.eval_s = time.time() - t_eval  # what the ETA counts for each evaluation to come
+                progress.eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
             if stop:
                 break
 
@@ -526,8 +508,8 @@ def train(cfg, procs, files, meta, paths, ckpt, switch):
                 with ctx:
                     _, loss = train_model(X, Y)
                     loss = loss / accum  # the mean over micro-steps, as one big batch would have it
-                # fetch the next micro-batch while the forward pass runs on the GPU: keys are global
-                # micro-steps, procs.rank * accum the first of this process's
+                # fetch the next micro-batch while the forward pass runs on the GPU (keys count
+                # global micro-steps: this process's start at procs.rank * accum)
                 if micro_step + 1 < accum:
                     X, Y = batches.get(0, state.iter_num, procs.rank * accum + micro_step + 1)
                 else:
@@ -544,23 +526,25 @@ def train(cfg, procs, files, meta, paths, ckpt, switch):
 
             # 4. log: a progress line and a row of log.jsonl
             log = state.iter_num % cfg.log_interval == 0
-            lossf = procs.all_reduce(loss_sum).item() / procs.world if log else None  # waits for the step
+            # the mean over micro-steps and processes; reading it waits for the step
+            lossf = procs.all_reduce(loss_sum).item() / procs.world if log else None
             now = time.time()
-            state.train_s += now - t_step  # max_seconds counts this: evaluations excluded
+            state.train_s += now - t_step  # what max_seconds counts: evaluations excluded
             state.elapsed_s = elapsed_s0 + now - t0
             if log:
-                check_finite(state.iter_num, cfg, files, lossf)  # the mean over micro-steps and processes
+                check_finite(state.iter_num, cfg, files, lossf)
                 last = log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files)
             state.iter_num += 1
 
         if state.saved_at != state.iter_num:  # the final state (also after a signal), if trained
-            save(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, procs=procs, files=files)
+            save(raw_model, optimizer, scaler, state, cfg, meta, procs, files)
     finally:
-        stop_signals.restore()
+        signals.restore()
         files.close()
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
-        stop_signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num else
-                          "before any training: nothing saved", announce=procs.master)
+        signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume"
+                     if state.iter_num else "before any training: nothing saved",
+                     announce=procs.master)
     if procs.master:
         print(f"done: {stop} at iter {state.iter_num}, {state.tokens_seen:,} tokens, "
               f"{state.train_s:.1f}s training")
@@ -571,21 +555,21 @@ def train(cfg, procs, files, meta, paths, ckpt, switch):
 
 
 @torch.no_grad()
-def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
-    """The mean loss over the same eval_iters batches of each split every time (drawn from eval_seed),
-    shared among the processes, in bits per byte too, and its standard error from the spread of the
-    batches' losses (how far this val sample's mean may sit from the split's). None when a signal cuts
-    it short: at once in one process, between batches (the same ones in every process) with DDP."""
+def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
+    """The mean loss over the same eval_iters batches of each split every time (drawn from
+    eval_seed), shared among the processes, in bits per byte too, and its standard error from the
+    spread of the batches' losses (how far this val sample's mean may sit from the split's). None
+    when a signal cuts it short: at once in one process; with DDP between batches, all together."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
     model.eval()
     try:
-        with stop_signals.cut_short(not procs.ddp):
+        with signals.cut_short(not procs.ddp):
             for split, data in batches.items():
-                each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss, by its process
-                for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):  # as many in each
-                    if procs.agree(stop_signals)[0]:
+                each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss
+                for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):  # as many
+                    if procs.agree(signals)[0]:
                         raise StopSignals.CutShort
                     if k < cfg.eval_iters:
                         X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
@@ -596,80 +580,69 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, stop_signals, procs):
                 n = len(each)
                 out[f'{split}_loss'] = loss = sum(each) / n
                 out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
-                # s.e. of the mean = sd of the batch losses / sqrt(n); the batch losses let a report say
-                # the same of a gap between two runs
-                out[f'{split}_se'] = math.sqrt(sum((v - loss) ** 2 for v in each) / (n - 1) / n) if n > 1 else None
+                # s.e. of the mean = sd of the batch losses / sqrt(n); the batch losses let a
+                # report say the same of a gap between two runs
+                var = sum((v - loss) ** 2 for v in each) / (n - 1) if n > 1 else None
+                out[f'{split}_se'] = None if var is None else math.sqrt(var / n)
             out['val_batches'] = [round(v, 5) for v in each]
     except StopSignals.CutShort:
         out = None
     finally:
         model.train()
     if procs.master and out is None:
-        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it "
-              "first", flush=True)
+        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first",
+              flush=True)
     elif procs.master:
-        bpb = f" ({out['val_bpb']:.4f} bits per byte)" if out['val_bpb'] is not None else ""
-        se = f" ± {out['val_se']:.4f} (s.e. over {cfg.eval_iters} batches)" if out['val_se'] is not None else ""
+        se, bpb = out['val_se'], out['val_bpb']
+        se = f" ± {se:.4f} (s.e. over {cfg.eval_iters} batches)" if se is not None else ""
+        bpb = f" ({bpb:.4f} bits per byte)" if bpb is not None else ""
         print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss "
               f"{out['val_loss']:.4f}{se}{bpb} ({duration(time.time() - t0)})", flush=True)
     return out
 
 
 def record_eval(losses, state, cfg, files, flops_per_token):
-    """Check and log an evaluation; whether a checkpoint is due: the val loss improved on the best so
-    far, or always_save_checkpoint (at iteration 0, untrained, none is)."""
+    """Check and log an evaluation; whether a checkpoint is due: the val loss improved on the best
+    so far, or always_save_checkpoint."""
     check_finite(state.iter_num, cfg, files, losses['train_loss'], losses['val_loss'])
-    files.write_row({'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num), 'tokens': state.tokens_seen,
-                     'flops': state.tokens_seen * flops_per_token, 'elapsed_s': state.elapsed_s,
-                     'train_s': state.train_s})
+    files.write_row({'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num),
+                     'tokens': state.tokens_seen, 'flops': state.tokens_seen * flops_per_token,
+                     'elapsed_s': state.elapsed_s, 'train_s': state.train_s})
     improved = losses['val_loss'] < state.best_val_loss
-    state.best_val_loss, state.evaluated_at = min(state.best_val_loss, losses['val_loss']), state.iter_num
+    state.best_val_loss = min(state.best_val_loss, losses['val_loss'])
+    state.evaluated_at = state.iter_num
     return improved or cfg.always_save_checkpoint
 
 
 def log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files):
-    """The progress line and the log row of step state.iter_num; (iter, tokens, train_s) it starts from."""
+    """The progress line and the log row of step state.iter_num, counted from `last` (iter, tokens,
+    train_s); the `last` of the next."""
     it, tokens, train_s = last
     dt = max(state.train_s - train_s, 1e-9)
-    s_per_iter = dt / (state.iter_num + 1 - it)
-    tokens_per_s = (state.tokens_seen - tokens) / dt
+    s_per_iter, tokens_per_s = dt / (state.iter_num + 1 - it), (state.tokens_seen - tokens) / dt
     mfu = raw_model.estimate_mfu(tokens_per_s / procs.world, peak) if peak else None  # per GPU
     if procs.master:
         where, eta = progress.status(state.iter_num, state.train_s, s_per_iter)
         print(f"{where}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
-              f"{tokens_per_s:,.0f} tok/s"
-              + (f", mfu {100 * mfu:.2f}%" if peak else "") + f", {eta}", flush=True)
-        files.write_row({'iter': state.iter_num, 'loss': lossf, 'lr': lr, 'tokens': state.tokens_seen,
-                         'flops': state.tokens_seen * raw_model.flops_per_token(), 'elapsed_s': state.elapsed_s,
-                         'train_s': state.train_s, 'tokens_per_s': tokens_per_s, 'mfu': mfu})
+              f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "")
+              + f", {eta}", flush=True)
+        files.write_row({'iter': state.iter_num, 'loss': lossf, 'lr': lr,
+                         'tokens': state.tokens_seen,
+                         'flops': state.tokens_seen * raw_model.flops_per_token(),
+                         'elapsed_s': state.elapsed_s, 'train_s': state.train_s,
+                         'tokens_per_s': tokens_per_s, 'mfu': mfu})
     return state.iter_num + 1, state.tokens_seen, state.train_s
 
 
-def save(raw_model, optimizer, scaler, state, *, cfg, meta, procs, files):
+def save(raw_model, optimizer, scaler, state, cfg, meta, procs, files):
     """Write ckpt.pt (the master process; every process gives its random generators)."""
-    check_finite(state.iter_num, cfg, files, model=raw_model)  # a step on inf gradients spoils the weights
+    check_finite(state.iter_num, cfg, files, model=raw_model)  # inf gradients spoil the weights
     rng = procs.gather(rng_state())
     if procs.master:
-        files.save(make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, rng=rng))
+        files.save(make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta,
+                                   rng=rng))
         print(f"saved {files.ckpt_path} at iter {state.iter_num}")
     state.saved_at = state.iter_num
-
-
-def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
-    """One forward + backward before the clock starts, then undone (gradients, random generators):
-    compiling is not training time, and its duration sizes up the run. Seconds it took."""
-    state = rng_state()
-    sync_device(X.device.type)
-    t0 = time.time()
-    with model.no_sync() if procs.ddp else nullcontext():
-        with ctx:
-            _, loss = model(X, Y)
-        scaler.scale(loss).backward()
-    sync_device(X.device.type)
-    seconds = time.time() - t0
-    optimizer.zero_grad(set_to_none=True)
-    set_rng_state(state)
-    return seconds
 
 
 if __name__ == "__main__":
