@@ -26,8 +26,8 @@ class UsageError(Exception):
 # --key=value parsing
 
 def _coerce(name, text, default, from_config=False):
-    """Turn the string `text` into the type of the field's default (the value in effect: a config file's,
-    `from_config`, or the default), or raise UsageError quoting that value."""
+    """Turn the string `text` into the type of the field's default (the value in effect: a config
+    file's, `from_config`, or the default), or raise UsageError quoting that value."""
     kind = type(default)
     try:
         if kind is bool:
@@ -46,7 +46,8 @@ def _coerce(name, text, default, from_config=False):
         return text
     except ValueError:
         raise UsageError(f"--{name}={text!r} is not a valid {kind.__name__} "
-                         f"({'the value in effect' if from_config else 'the default'} is {default!r})") from None
+                         f"({'the value in effect' if from_config else 'the default'} is "
+                         f"{default!r})") from None
 
 
 def _check_value(name, value, default, metadata=None):
@@ -74,9 +75,9 @@ def _unknown(name, valid):
 
 
 def require(cfg, names, ok, must):
-    """A ValueError naming the first of the space-separated fields `names` whose value fails ok(value),
-    as "{name} {must}, got {value}". Write `ok` as what is allowed, so that nan (which fails every
-    comparison) is refused too: require(cfg, 'seed max_iters', lambda v: v >= 0, 'must not be negative')."""
+    """A ValueError naming the first of the space-separated fields `names` whose value fails
+    ok(value), as "{name} {must}, got {value}". Write `ok` as what is allowed, so that nan (which
+    fails every comparison) is refused too: lambda v: v >= 0, never lambda v: not v < 0."""
     for name in names.split():
         value = getattr(cfg, name)
         if not ok(value):
@@ -88,13 +89,16 @@ def exec_config_file(path):
     The file's own folder is importable while it runs, so configs/gmlp.py can start with
     `from _recipe import *` (configs/_recipe.py: the recipe every architecture config shares)."""
     if not os.path.isfile(path):
-        folders = [os.path.dirname(path) or '.', os.path.join(os.path.dirname(path), 'configs'), 'configs']
+        here = os.path.dirname(path)
+        folders = [here or '.', os.path.join(here, 'configs'), 'configs']
         known = [os.path.normpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
                  for n in sorted(os.listdir(d)) if n.endswith('.py')]
-        near = difflib.get_close_matches(os.path.basename(path), [os.path.basename(k) for k in known], n=1)
+        near = difflib.get_close_matches(os.path.basename(path),
+                                         [os.path.basename(k) for k in known], n=1)
         near = [k for k in known if near and os.path.basename(k) == near[0] and 'configs' in k] or \
             [k for k in known if near and os.path.basename(k) == near[0]]
-        raise UsageError(f"config file {path!r} not found" + (f"; did you mean {near[0]}?" if near else ""))
+        raise UsageError(f"config file {path!r} not found"
+                         + (f"; did you mean {near[0]}?" if near else ""))
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
     sys.path.insert(0, folder)
@@ -109,10 +113,12 @@ def exec_config_file(path):
     finally:  # the next config file imports its own _recipe, not this one's
         sys.path.remove(folder)
         for name in set(sys.modules) - before:
-            if os.path.dirname(os.path.abspath(getattr(sys.modules[name], '__file__', '') or '')) == folder:
+            where = getattr(sys.modules[name], '__file__', '') or ''
+            if os.path.dirname(os.path.abspath(where)) == folder:
                 del sys.modules[name]
     return {k: v for k, v in scope.items()
-            if not k.startswith('_') and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
+            if not k.startswith('_')
+            and not isinstance(v, (types.ModuleType, types.FunctionType, type))}
 
 
 def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
@@ -139,7 +145,8 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 raise _unknown(key, list(defaults))
             if not eq and type(defaults[key]) is not bool:
                 raise UsageError(f"flag {arg!r} has no value; write --{key}=VALUE")
-            value = _coerce(key, text, values.get(key, defaults[key]), key in values) if eq else True
+            value = (_coerce(key, text, values.get(key, defaults[key]), key in values) if eq
+                     else True)
             if isinstance(value, list) and key in seen_list:
                 value = values[key] + value  # repeated list flag: append
             seen_list.add(key)
@@ -151,8 +158,10 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 values[key] = _check_value(key, value, defaults[key], metadata[key])
         else:
             hint = "config files end in .py; " if config_files else ""
-            here = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0] or '.')), 'configs', f"{arg}.py")
-            near = next((p for p in (os.path.join('configs', f"{arg}.py"), here) if os.path.isfile(p)), None)
+            here = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0] or '.')), 'configs',
+                                f"{arg}.py")
+            near = next((p for p in (os.path.join('configs', f"{arg}.py"), here)
+                         if os.path.isfile(p)), None)
             if config_files and near:  # a bare name, as sweep.py --configs takes them
                 hint = f"did you mean {os.path.relpath(near)}? "
             raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
@@ -169,7 +178,8 @@ _FIELD = re.compile(r'^\s+(\w+)\s*:\s*[^=#]+=[^#]*#\s*(.+?)\s*$')
 
 
 def field_docs(cls):
-    """{field: its trailing comment} for `cls` and its dataclass bases (a subclass's comment wins)."""
+    """{field: its trailing comment} for `cls` and its dataclass bases (a subclass's comment
+    wins)."""
     docs = {}
     for klass in reversed(cls.__mro__):
         try:
@@ -203,7 +213,7 @@ def help_text(cls, usage=None, doc=None):
 def run_main(main):
     """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
     a closed stdout pipe exits quietly."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt from here on
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt from here
     try:
         main(sys.argv[1:])
     except UsageError as e:
@@ -213,15 +223,16 @@ def run_main(main):
         print(file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at interpreter exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
 
 
 def split_flags(argv, cls, passed_on):
-    """(argv for the dataclass `cls`, the --key=value flags of `passed_on`'s keys that `cls` lacks): a
-    script's own arguments, and the ones it passes on to each run it makes (sweep.py hands train.py
-    keys to train.py). A key neither knows is an error naming the nearest of both."""
-    mine, theirs = {f.name for f in dataclasses.fields(cls)}, {f.name for f in dataclasses.fields(passed_on)}
+    """(argv for the dataclass `cls`, the --key=value flags of `passed_on`'s keys that `cls` lacks):
+    a script's own arguments, and the ones it passes on to each run it makes (sweep.py hands
+    train.py keys to train.py). A key neither knows is an error naming the nearest of both."""
+    mine = {f.name for f in dataclasses.fields(cls)}
+    theirs = {f.name for f in dataclasses.fields(passed_on)}
     own, other = [], []
     for arg in argv:
         key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
@@ -235,12 +246,13 @@ def split_flags(argv, cls, passed_on):
 
 
 def numbers(name, texts, kind):
-    """A list flag's strings (--widths=64,128) as ints or floats, all positive and finite, or a UsageError
-    naming the flag."""
+    """A list flag's strings (--widths=64,128) as ints or floats, all positive and finite, or a
+    UsageError naming the flag."""
     try:
         values = [kind(t) for t in texts]
     except ValueError:
-        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by commas") from None
+        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by "
+                         "commas") from None
     if not values or not all(0 < v < float('inf') for v in values):
         raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
     return values
@@ -252,9 +264,10 @@ def keys_given(argv):
 
 
 def atomic_write(path, write, *, then=''):
-    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a crash
-    mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on a full
-    disk) becomes write_error's one line, ending in `then`; the temp file is removed on failure."""
+    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a
+    crash mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on
+    a full disk) becomes write_error's one line, ending in `then`; the temp file is removed on
+    failure."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, 'wb') as f:
@@ -263,7 +276,7 @@ def atomic_write(path, write, *, then=''):
             os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
-        if caused_by(e, KeyboardInterrupt):  # a second Ctrl-C inside torch.save, which wraps it: a Ctrl-C
+        if caused_by(e, KeyboardInterrupt):  # a second Ctrl-C in torch.save, which wraps it
             raise KeyboardInterrupt from None
         raise write_error(path, e, then) from None
     finally:
@@ -271,30 +284,39 @@ def atomic_write(path, write, *, then=''):
             os.remove(tmp)
 
 
-def caused_by(e, kind):
-    """Whether `e` or an exception it was raised from (or while handling) is a `kind`."""
+def caused_by(e, kind, errnos=()):
+    """Whether `e` or an exception it was raised from (or while handling) is a `kind` (with one of
+    `errnos`, if given): a full disk shows through torch.save's RuntimeError ('unexpected pos')."""
     while e is not None:
-        if isinstance(e, kind):
+        if isinstance(e, kind) and (not errnos or getattr(e, 'errno', None) in errnos):
             return True
         e = e.__cause__ or e.__context__
     return False
 
 
+def disk_full(e):
+    """Whether an exception comes from a full disk (or quota)."""
+    return caused_by(e, OSError, (errno.ENOSPC, errno.EDQUOT))
+
+
 def write_error(path, e, then=''):
-    """The one line for a write that failed: the file (the one a temp file was to become), why (a full
-    disk by name, also through the RuntimeError torch.save raises for it), and `then`: what is kept."""
-    why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None) or str(e).strip()
+    """The one line for a write that failed: the file (the one a temp file was to become), why (a
+    full disk by name, also through the RuntimeError torch.save raises for it), and `then`: what is
+    kept."""
+    why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None)
+                                                          or str(e).strip()
                                                           or type(e).__name__).splitlines()[0]
     path = re.sub(r'(\.(?:tmp|new)\d+)+$', '', path)  # the file a temp or staged one was to become
-    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}" + (f"; {then}" if then else ''))
+    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}"
+                      + (f"; {then}" if then else ''))
 
 
 def lock_folder(path, what):
-    """Hold `path` (a folder) for this process until it exits or closes the returned fd: an exclusive
-    flock on the folder itself, so no lock file is left behind and the kernel drops the lock when a
-    process dies (kill -9 included): a lock is never stale. A folder another process holds is a
-    UsageError naming that process; `what` says what the folder is for. None where there is no
-    flock (Windows): no lock."""
+    """Hold `path` (a folder) for this process until it exits or closes the returned fd: an
+    exclusive flock on the folder itself, so no lock file is left behind and the kernel drops the
+    lock when a process dies (kill -9 included): a lock is never stale. A folder another process
+    holds is a UsageError naming that process; `what` says what the folder is for. None where there
+    is no flock (Windows): no lock."""
     try:
         import fcntl
     except ImportError:
@@ -316,7 +338,8 @@ def lock_holder(path):
     device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         with open('/proc/locks') as f:
-            pid = next(line.split()[4] for line in f if 'FLOCK' in line and line.split()[5] == device)
+            pid = next(line.split()[4] for line in f
+                       if 'FLOCK' in line and line.split()[5] == device)
         with open(f'/proc/{pid}/cmdline', 'rb') as f:
             argv = f.read().decode(errors='replace').strip('\0').split('\0')
         command = ' '.join([os.path.basename(argv[0]), *argv[1:]])
@@ -326,18 +349,9 @@ def lock_holder(path):
     return f"pid {pid} ({command})"
 
 
-def disk_full(e):
-    """Whether an exception comes from a full disk (or quota), also through the RuntimeError torch.save
-    raises for it ('unexpected pos'), whose context is the OSError."""
-    while e is not None:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
 def fsync_dir(path):
-    """Make the folder's renames and new names durable (a power cut cannot undo them); best effort."""
+    """Make the folder's renames and new names durable (a power cut cannot undo them); best
+    effort."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # Windows cannot open a folder
@@ -365,7 +379,8 @@ def config_paths(names):
         elif c in known:
             paths.append(os.path.relpath(shipped[known.index(c)]))
         else:
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py path")
+            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py "
+                             "path")
     paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
     if not paths:
         raise UsageError("no configs: pass config files or run from the repository root")

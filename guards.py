@@ -33,7 +33,6 @@ RESUME_KEYS = ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'best_val_loss'
 # -----------------------------------------------------------------------------
 # stopping: signals, budgets and the ETA
 
-
 class StopSignals:
     """SIGINT / SIGTERM while training: the first is noted and acknowledged (the loop finishes its
     step, saves and exits); a second acts as usual (Ctrl-C: exit 130). Inside cut_short(True) (a
@@ -279,7 +278,6 @@ def peak_flops(device, override=0.0, dtype='bfloat16'):
 # -----------------------------------------------------------------------------
 # a loss that is not finite, a process that does not answer, a model that cannot fit
 
-
 class NonFiniteLoss(UsageError):
     """The loss became nan or inf: the run stops with one line and saves nothing."""
 
@@ -398,7 +396,6 @@ def keep_output_from_stopping_the_run():
 
 # -----------------------------------------------------------------------------
 # what a checkpoint must be, and whether a run can resume it
-
 
 def load_checkpoint(path, device='cpu'):
     """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a
@@ -537,7 +534,6 @@ def peek(path):
 
 # -----------------------------------------------------------------------------
 # out_dir's files
-
 
 def read_jsonl(path):
     """The rows of a log.jsonl: JSON objects with an integer 'iter'. A last line cut short by a

@@ -14,9 +14,9 @@ Modern options combine with every block where they make sense: norm='rmsnorm' (L
 positions pos_emb='rope' (Su et al., arXiv:2104.09864) on every attention, optimizer 'muon'
 (train.py).
 
-Tensors are (B, T, C): batch, time, channels. Reading order: GPTConfig, the shared parts, attention
-(with Primer's depth-wise conv), the FFNs, gMLP/aMLP, the blocks, GPT; then sizing (widths, parameter
-matching, FLOPs) and the decoding cache every token mixer takes as `cache` (sample.py decodes).
+Tensors are (B, T, C): batch, time, channels. Reading order: GPTConfig, the shared parts,
+attention (with Primer's depth-wise conv), the FFNs, gMLP/aMLP, the blocks, GPT; then sizing
+(widths, parameter matching, FLOPs) and the decoding cache every token mixer takes (`cache`).
 """
 import functools
 import inspect
@@ -42,17 +42,17 @@ OPTIMIZERS = ('adamw', 'muon')
 class GPTConfig:
     block_size: int = 1024      # longest sequence; also the size of the SGU's spatial matrix
     vocab_size: int = 50304     # GPT-2's 50257 padded up to a multiple of 64
-    n_layer: int = 12          # blocks in the stack
-    n_head: int = 12           # attention heads (transformer blocks)
-    n_embd: int = 768          # model width d_model
-    dropout: float = 0.0       # dropout on embeddings, residual branches and attention
+    n_layer: int = 12           # blocks in the stack
+    n_head: int = 12            # attention heads (transformer blocks)
+    n_embd: int = 768           # model width d_model
+    dropout: float = 0.0        # dropout on embeddings, residual branches and attention
     bias: bool = True           # False turns off every bias in Linears and LayerNorms
     block: str = 'transformer'  # 'transformer' | 'gmlp' | 'amlp'
     attn: str = 'mha'           # transformer blocks: 'mha' | 'mdha'
     dconv_kernel: int = 3       # MDHA: depth-wise conv width along the sequence
     dconv_shared: bool = False  # MDHA: share kernels across heads (labml) instead of per channel
-    dconv_init: str = 'primer'  # MDHA conv init: 'primer' (0.5 now, 0.5/K earlier) | 'random' (nn.Conv1d's)
-    ffn: str = 'gelu'           # transformer blocks: one of FFNS; 'none' = attention only (the probe's mixer view)
+    dconv_init: str = 'primer'  # MDHA: 'primer' (0.5 now, 0.5/K before) | 'random' (nn.Conv1d's)
+    ffn: str = 'gelu'           # transformer blocks: one of FFNS; 'none' = attention only
     ffn_hidden: int = 0         # FFN hidden width; 0 = 4*n_embd, gated 2/3 of that (rounded)
     ffn_multiple_of: int = 64   # gated auto width is rounded to a multiple of this
     bias1: bool = True          # FFN: bias of the first layer (only while bias=True)
@@ -60,19 +60,20 @@ class GPTConfig:
     bias2: bool = True          # FFN: bias of the second layer (only while bias=True)
     gmlp_d_ffn: int = 0         # gMLP channel width d_ffn; 0 = 6*n_embd as in the paper
     tiny_attn_size: int = 64    # aMLP: width of the single-head tiny attention
-    pos_emb: str = field(default='learned', metadata={'accepts_bool': True})  # 'learned' | 'none' | 'rope' (True/False = learned/none)
+    pos_emb: str = field(default='learned', metadata={'accepts_bool': True})  # or 'none', 'rope'
     rope_base: float = 10000.0  # RoPE: theta_i = rope_base^(-2i/head_size)
     norm: str = 'layernorm'     # every norm, the SGU's included: 'layernorm' | 'rmsnorm'
     tie_weights: bool = True    # share wte and lm_head weights
-    match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn so the model has the GPT-2 block's parameter count
+    match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn to the GPT-2 block's count
 
     def __post_init__(self):
-        # pos_emb was a bool before rotary positions existed: old configs and checkpoints keep
-        # working
+        # pos_emb was a bool (learned or none) before rotary positions: old checkpoints still load
         legacy = {True: 'learned', False: 'none', 'true': 'learned', 'false': 'none'}
-        self.pos_emb = legacy.get(self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb, self.pos_emb)
+        pos = self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb
+        self.pos_emb = legacy.get(pos, self.pos_emb)
         for name, allowed in (('pos_emb', POS_EMBS), ('norm', NORMS), ('dconv_init', DCONV_INITS),
-                              ('match_params', MATCHES), ('block', BLOCKS), ('attn', ATTNS), ('ffn', FFNS)):
+                              ('match_params', MATCHES), ('block', BLOCKS), ('attn', ATTNS),
+                              ('ffn', FFNS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of "
                                  f"{', '.join(a or repr(a) for a in allowed)}")
@@ -86,8 +87,8 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 < self.rope_base < math.inf:  # (written so that nan fails too)
-            raise ValueError(f"rope_base must be a positive finite number (RoFormer's and LLaMA's: 10000), "
-                             f"got {self.rope_base!r}")
+            raise ValueError("rope_base must be a positive finite number (RoFormer's and LLaMA's: "
+                             f"10000), got {self.rope_base!r}")
         heads = [h for h in range(1, 17) if self.n_embd % h == 0]
         if self.block == 'transformer':
             if self.n_embd % self.n_head:
@@ -98,43 +99,43 @@ class GPTConfig:
                              "has no heads) to the parameters of a GPT-2 block of "
                              f"n_embd={self.n_embd} with n_head={self.n_head}, which must divide "
                              f"it: set n_head to one of {heads}, or match_params=''")
-        else:
-            # gMLP blocks have neither attention nor an FFN sub-layer: say so instead of ignoring it
+        else:  # gMLP blocks have neither attention nor an FFN sub-layer: say so, not ignore it
             if self.attn != 'mha' or self.ffn != 'gelu':
                 raise ValueError(f"block={self.block!r} has no attention or FFN sub-layer, so "
                                  "attn/ffn must stay at their defaults ('mha'/'gelu'); use "
                                  "gmlp_d_ffn to size it")
             if self.block == 'gmlp' and self.pos_emb == 'rope':
-                raise ValueError("block='gmlp' has no attention for rotary positions to rotate; use "
-                                 "pos_emb='none' (the SGU's weights are positional) or block='amlp'")
+                raise ValueError("block='gmlp' has no attention for rotary positions to rotate; "
+                                 "use pos_emb='none' (the SGU's weights are positional) or "
+                                 "block='amlp'")
             if self.gmlp_d_ffn % 2:
-                raise ValueError(f"gmlp_d_ffn={self.gmlp_d_ffn} must be even (the SGU splits it in two)")
+                raise ValueError(f"gmlp_d_ffn={self.gmlp_d_ffn} must be even (the SGU splits it "
+                                 "in two)")
         if self.pos_emb == 'rope' and self.head_size % 2:
-            raise ValueError(f"rotary positions rotate pairs of channels: head size {self.head_size} must be even")
-        if self.norm == 'rmsnorm' and not hasattr(nn, 'RMSNorm'):
-            raise ValueError(f"norm='rmsnorm' needs torch >= 2.4 (nn.RMSNorm); this is torch {torch.__version__}")
-        if self.match_params and (self.ffn_hidden if self.block == 'transformer' else self.gmlp_d_ffn):
-            knob = 'ffn_hidden' if self.block == 'transformer' else 'gmlp_d_ffn'
-            raise ValueError(f"match_params={self.match_params!r} picks {knob} itself; set {knob}=0 or "
-                             f"match_params=''")
+            raise ValueError("rotary positions rotate pairs of channels: head size "
+                             f"{self.head_size} must be even")
+        knob = 'ffn_hidden' if self.block == 'transformer' else 'gmlp_d_ffn'
+        if self.match_params and getattr(self, knob):
+            raise ValueError(f"match_params={self.match_params!r} picks {knob} itself; set "
+                             f"{knob}=0 or match_params=''")
         if self.match_params and self.ffn == 'none':
-            raise ValueError("ffn='none' has no width for match_params to size; set match_params=''")
+            raise ValueError("ffn='none' has no width for match_params to size; set "
+                             "match_params=''")
 
     @property
     def head_size(self):
-        """Channels per query/key of the attention rotary positions apply to (aMLP: the tiny attention)."""
+        """Channels per query/key of the attention rotary positions turn (aMLP: the tiny one's)."""
         return self.n_embd // self.n_head if self.block == 'transformer' else self.tiny_attn_size
 
 
 # -----------------------------------------------------------------------------
 # shared parts: norms, rotary positions, causal attention
 
-
 def make_norm(config, dim):
-    """The one place a norm is chosen: GPT-2's LayerNorm (bias while bias=True) or RMSNorm (LLaMA)."""
+    """The one place a norm is chosen: GPT-2's LayerNorm (with bias=True) or RMSNorm (LLaMA)."""
     if config.norm == 'layernorm':
         return nn.LayerNorm(dim, bias=config.bias)
-    return nn.RMSNorm(dim, eps=1e-5)  # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467; no mean, no bias
+    return nn.RMSNorm(dim, eps=1e-5)  # x / sqrt(mean(x^2) + eps) * g, arXiv:1910.07467: no bias
 
 
 class Rotary(nn.Module):
@@ -154,8 +155,7 @@ class Rotary(nn.Module):
         self.register_buffer('sin', angle.sin(), persistent=False)
 
     def forward(self, x, rows=None):
-        # x: (B, nh, T, hs) at positions `rows` (a slice or a (T,) tensor), or 0..T-1; rotated in
-        # float32, returned in x's dtype
+        # x: (B, nh, T, hs) at positions `rows` (slice or (T,) tensor), or 0..T-1; rotated in fp32
         rows = slice(0, x.size(-2)) if rows is None else rows
         cos, sin = self.cos[rows], self.sin[rows]  # (T, hs/2)
         x1, x2 = x.float().chunk(2, dim=-1)
@@ -170,9 +170,8 @@ def make_rotary(config, head_size):
 def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
     """
     softmax(q k^T / sqrt(hs)) v with a causal mask, where q holds the last Tq of the Tk positions.
-    q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs) with Tk >= Tq (Tk > Tq when decoding with a cache).
-    A fixed-shape cache's keys include positions not written yet: its `visible` mask leaves them
-    out.
+    q: (B, nh, Tq, hs), k and v: (B, nh, Tk, hs), Tk >= Tq (Tk > Tq when decoding with a cache).
+    A fixed-shape cache's keys include positions not written yet: its `visible` mask hides them.
     """
     Tq, Tk = q.size(-2), k.size(-2)
     if cache is not None and cache.of.fixed:
@@ -189,7 +188,6 @@ def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
 # -----------------------------------------------------------------------------
 # attention, and Primer's depth-wise conv (MDHA)
 
-
 class CausalSelfAttention(nn.Module):
     """Causal multi-head attention; with attn='mdha', Primer's depth-wise conv follows c_attn."""
 
@@ -201,8 +199,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.dconv = None
         if config.attn == 'mdha':
-            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head, kernel=config.dconv_kernel,
-                                             shared=config.dconv_shared, init=config.dconv_init)
+            self.dconv = CausalDepthwiseConv(n_embd=config.n_embd, n_head=config.n_head,
+                                             kernel=config.dconv_kernel, shared=config.dconv_shared,
+                                             init=config.dconv_init)
         self.rotary = make_rotary(config, config.n_embd // config.n_head)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
@@ -227,7 +226,7 @@ class CausalSelfAttention(nn.Module):
 
 
 def causal_conv(x, w):
-    """y_t = sum_{s<K} w[:, K-1-s] * x_{t-s} along dim 1 of x (B, T, C), w (C, K); zeros before t=0."""
+    """y_t = sum_{s<K} w[:, K-1-s] * x_{t-s} along dim 1 of x (B, T, C), w (C, K); 0 before t=0."""
     K = w.size(1)
     y = x * w[:, K - 1]
     for s in range(1, min(K, x.size(1))):  # tap s reads s steps back: causal
@@ -236,12 +235,9 @@ def causal_conv(x, w):
 
 
 class CausalConv(torch.autograd.Function):
-    """
-    causal_conv with a hand-written backward. It keeps the (B, T, C) layout that SDPA's fast kernel
-    wants and beats a left-padded F.conv1d(groups=C) with its transposes: a whole Primer EZ training
-    step on the CPU takes 36.5 ms instead of 46.1 (4x128, block 64, batch 12), 162 instead of 199 at
-    block 256 (GUIDE.md §2 says how it was measured).
-    """
+    """causal_conv with a hand-written backward: the same as a left-padded F.conv1d(groups=C),
+    without its transposes of the (B, T, C) layout. A Primer EZ training step on the CPU: 36.5 ms
+    instead of 46.1 (4x128, block 64, batch 12; GUIDE.md §2)."""
 
     @staticmethod
     def forward(ctx, x, w):
@@ -287,14 +283,11 @@ class CausalDepthwiseConv(nn.Module):
         w = self.weight
         if self.shared:  # (3, hs, K) -> (3, nh, hs, K): every head uses the same kernels
             w = w.unsqueeze(1).expand(3, self.n_head, *w.shape[1:])
-        # (3C, K); under autocast q, k, v stay bf16/fp16
-        w = w.reshape(x.size(2), self.kernel).to(x.dtype)
+        w = w.reshape(x.size(2), self.kernel).to(x.dtype)  # (3C, K); under autocast x is bf16/fp16
         if cache is None or self.kernel == 1:
-            # no autograd to feed
             return CausalConv.apply(x, w) if torch.is_grad_enabled() else causal_conv(x, w)
-        # decoding: prepend the last K-1 inputs (zeros before the first: the conv's own left
-        # padding), then
-        # drop their outputs; the tail is kept in one buffer of fixed shape, overwritten in place
+        # decoding: prepend the last K-1 inputs (zeros before the first: the conv's left padding),
+        # then drop their outputs; the tail is kept in one buffer of fixed shape, updated in place
         if 'conv_tail' not in cache.buffers or cache.buffers['conv_tail'].size(0) != x.size(0):
             cache.buffers['conv_tail'] = x.new_zeros(x.size(0), self.kernel - 1, x.size(2))
         tail = cache.buffers['conv_tail']
@@ -305,7 +298,6 @@ class CausalDepthwiseConv(nn.Module):
 
 # -----------------------------------------------------------------------------
 # feed-forward: the plain and the gated (GLU) family
-
 
 class MLP(nn.Module):
     """
@@ -345,7 +337,6 @@ ACTIVATIONS = {'relu': F.relu, 'gelu': F.gelu, 'relu2': relu2,
 # -----------------------------------------------------------------------------
 # gMLP and aMLP: the Spatial Gating Unit, the tiny attention
 
-
 class SpatialGatingUnit(nn.Module):
     """
     s(Z) = Z1 ⊙ f_{W,b}(LN(Z2)), f_{W,b}(Z2) = W Z2 + b mixing along the sequence
@@ -358,7 +349,7 @@ class SpatialGatingUnit(nn.Module):
         super().__init__()
         T = config.block_size
         self.ln = make_norm(config, d_ffn // 2)
-        # uniform(±0.01/T): near zero even summed over T positions (labml: ±0.01; lucidrains: 1e-3/T)
+        # uniform(±0.01/T): near zero even summed over T (labml: ±0.01; lucidrains: 1e-3/T)
         self.weight = nn.Parameter(torch.empty(T, T).uniform_(-0.01 / T, 0.01 / T))
         self.bias = nn.Parameter(torch.ones(T))
 
@@ -380,7 +371,8 @@ class SpatialGatingUnit(nn.Module):
 
 
 class TinyAttention(nn.Module):
-    """aMLP's single-head causal attention of width d_attn, projected to d_out (arXiv:2105.08050 sec. 4.3)."""
+    """aMLP's single-head causal attention of width d_attn, projected to d_out (arXiv:2105.08050
+    sec. 4.3)."""
 
     def __init__(self, config, d_out):
         super().__init__()
@@ -404,10 +396,9 @@ class TinyAttention(nn.Module):
 # -----------------------------------------------------------------------------
 # blocks
 
-
 class Block(nn.Module):
-    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); with ffn='none' the token
-    mixer alone, as Zoology's MQAR models are (its state mixer = identity)."""
+    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); with ffn='none' the
+    token mixer alone, as Zoology's MQAR models are (its state mixer = identity)."""
 
     def __init__(self, config):
         super().__init__()
@@ -422,7 +413,8 @@ class Block(nn.Module):
 
 
 class GMLPBlock(nn.Module):
-    """gMLP block x + c_proj(SGU(gelu(X U))) with X = ln(x); aMLP adds tiny attention of X to the gate."""
+    """gMLP block x + c_proj(SGU(gelu(X U))), X = ln(x); aMLP adds tiny attention of X to the
+    gate."""
 
     def __init__(self, config):
         super().__init__()
@@ -452,7 +444,6 @@ def make_block(config):
 # -----------------------------------------------------------------------------
 # the language model
 
-
 class GPT(nn.Module):
 
     def __init__(self, config):
@@ -460,7 +451,8 @@ class GPT(nn.Module):
         self.config = config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None,
+            wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned'
+                 else None),
             drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([make_block(config) for _ in range(config.n_layer)]),
             ln_f=make_norm(config, config.n_embd),
@@ -503,7 +495,8 @@ class GPT(nn.Module):
             cache.begin(T, self.config.block_size, idx.device)
         x = self.transformer.wte(idx)  # (B, T, C)
         if self.transformer.wpe is not None:
-            x = x + self.transformer.wpe(torch.arange(T, device=idx.device) if cache is None else cache.index)
+            pos = torch.arange(T, device=idx.device) if cache is None else cache.index  # (T,)
+            x = x + self.transformer.wpe(pos)
         x = self.transformer.drop(x)
         for i, block in enumerate(self.transformer.h):
             x = block(x, cache.layers[i] if cache is not None else None)
@@ -512,11 +505,11 @@ class GPT(nn.Module):
             cache.end(T)
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=-1)
             return logits, loss
         # inference: only the last position, (B, 1, V); a slice, not nanoGPT's x[:, [-1], :], whose
-        # index is a tensor made from a Python list: on a GPU a host-to-device copy, which a CUDA graph
-        # cannot record (CapturedStep)
+        # index, a tensor from a Python list, is a host-to-device copy a CUDA graph cannot record
         return self.lm_head(x[:, -1:, :]), None
 
     def optimizer_groups(self, optimizer='adamw'):
@@ -525,21 +518,24 @@ class GPT(nn.Module):
         'muon' (optimizer='muon' only): the 2-D matrices inside the blocks that map features to
           features (c_attn, c_fc, c_gate, c_proj, the tiny attention's): what Muon orthogonalises.
         'decay': other >= 2-D tensors under AdamW with weight decay: the embeddings and lm_head (a
-          lookup table and a classifier, not hidden maps), the SGU's spatial W (it mixes positions, is
-          masked to its lower triangle and starts near 0: orthogonalising it would undo all three),
-          MDHA's conv kernels (3-D).
+          lookup table and a classifier, not hidden maps), the SGU's spatial W (it mixes positions,
+          is masked to its lower triangle and starts near 0: orthogonalising it would undo all
+          three), MDHA's conv kernels (3-D).
         'no_decay': biases and norm gains, AdamW without decay.
         """
         groups = {'muon': [], 'decay': [], 'no_decay': []}
         for name, p in self.named_parameters():
             if not p.requires_grad:
                 continue
-            hidden = p.dim() == 2 and name.startswith('transformer.h.') and not name.endswith('sgu.weight')
-            group = 'muon' if hidden and optimizer == 'muon' else 'decay' if p.dim() >= 2 else 'no_decay'
+            hidden = (p.dim() == 2 and name.startswith('transformer.h.')
+                      and not name.endswith('sgu.weight'))
+            group = ('muon' if hidden and optimizer == 'muon' else
+                     'decay' if p.dim() >= 2 else 'no_decay')
             groups[group].append(name)
         return groups
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer='adamw'):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
+                             optimizer='adamw'):
         """AdamW, or Muon for the hidden matrices plus AdamW for the rest (see optimizer_groups)."""
         check_optimizer(optimizer)
         params = dict(self.named_parameters())
@@ -600,8 +596,9 @@ class Optimizers:
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or set(state) != set(self.optimizers):
-            raise ValueError(f"optimizer state holds {sorted(state) if isinstance(state, dict) else type(state).__name__}, "
-                             f"expected {sorted(self.optimizers)}: it was saved by another optimizer")
+            held = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"optimizer state holds {held}, expected {sorted(self.optimizers)}: "
+                             "it was saved by another optimizer")
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state[name])
 
@@ -609,9 +606,8 @@ class Optimizers:
 # -----------------------------------------------------------------------------
 # sizing: widths, parameter counts and matching, FLOPs
 
-
 def ffn_width(config):
-    """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs so that 3 matrices cost what 2 did."""
+    """Hidden width of the FFN: 4*d, or 2/3 of that for gated FFNs: 3 matrices cost what 2 did."""
     if config.ffn_hidden:
         return config.ffn_hidden
     if config.match_params:
@@ -677,15 +673,17 @@ def matched_width(config):
         return w
     what = config.block if config.block != 'transformer' else f"{config.attn} + {config.ffn}"
     wider = next((W for W in range(config.n_embd + 32, 8 * config.n_embd + 1, 32)
-                  if _matches(replace(config, n_embd=W, n_head=max(1, W * config.n_head // config.n_embd)))), None)
+                  if _matches(replace(config, n_embd=W,
+                                      n_head=max(1, W * config.n_head // config.n_embd)))), None)
     shorter = next((T for T in (config.block_size // 2 ** k for k in range(1, 12))
                     if T >= 8 and _matches(replace(config, block_size=T))), None)
-    where = ' or '.join([f"n_embd={wider}" for _ in [wider] if wider] + [f"block_size={shorter}" for _ in [shorter]
-                                                                       if shorter])
-    raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the GPT-2 block's "
-                     f"{target:,} parameters at n_layer={config.n_layer}, n_embd={config.n_embd}, block_size="
-                     f"{config.block_size} (closest: {got:,}, {got / target - 1:+.0%}); it can at "
-                     f"{where or 'a larger shape'}, or set match_params='' to compare unmatched")
+    where = ' or '.join([f"n_embd={wider}"] * bool(wider)
+                        + [f"block_size={shorter}"] * bool(shorter))
+    raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the "
+                     f"GPT-2 block's {target:,} parameters at n_layer={config.n_layer}, "
+                     f"n_embd={config.n_embd}, block_size={config.block_size} (closest: {got:,}, "
+                     f"{got / target - 1:+.0%}); it can at {where or 'a larger shape'}, or set "
+                     "match_params='' to compare unmatched")
 
 
 def _matches(config):
@@ -717,7 +715,6 @@ def _closest_width(items):
 # -----------------------------------------------------------------------------
 # the decoding cache every token mixer takes
 
-
 class DecodeCache:
     """
     What decoding keeps between calls: for every layer, the history each token mixer reads
@@ -737,7 +734,8 @@ class DecodeCache:
 
     def begin(self, T, block_size, device):
         if self.step is None:
-            self.step, self.block_size = torch.zeros((), dtype=torch.long, device=device), block_size
+            self.step = torch.zeros((), dtype=torch.long, device=device)
+            self.block_size = block_size
         self.index = self.step + torch.arange(T, device=device)  # (T,) positions of the new tokens
         # what indexes this call's rows of a position table: a slice where the positions are a
         # Python count (a view, no gather: measured faster on the CPU), else the tensor
@@ -754,7 +752,7 @@ class DecodeCache:
             self.pos += T
 
     def reset(self):
-        """Empty, for a new sequence, keeping its buffers (a CapturedStep recorded on them stays valid)."""
+        """Empty, for a new sequence, keeping its buffers (a step recorded on them stays valid)."""
         self.pos = 0
         for t in self._state() if self.step is not None else ():
             t.zero_()
@@ -772,16 +770,17 @@ class DecodeCache:
 
 
 class LayerCache:
-    """One layer's buffers in a DecodeCache; `remember` writes a mixer's new rows and returns its history."""
+    """One layer's buffers in a DecodeCache: `remember` writes a mixer's new rows, returns its
+    history."""
 
     def __init__(self, cache):
         self.of, self.buffers = cache, {}
 
     def remember(self, key, new, dim):
-        """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all block_size
-        rows (fixed) or the rows written so far."""
+        """Write `new` (T rows along `dim`) at this call's positions; return the buffer: all
+        block_size rows (fixed) or the rows written so far."""
         c = self.of
-        if key not in self.buffers or self.buffers[key].size(0) != new.size(0):  # new, or another batch
+        if key not in self.buffers or self.buffers[key].size(0) != new.size(0):  # or another batch
             shape = list(new.shape)
             shape[dim] = c.block_size
             self.buffers[key] = new.new_zeros(shape)

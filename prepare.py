@@ -190,7 +190,6 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # the corpora: documents read in pieces, split into train and val
 
-
 SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 SHAKESPEARE_BYTES = 1115394
@@ -497,7 +496,6 @@ def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
 # -----------------------------------------------------------------------------
 # FineWeb, already tokenised: llm.c's shards of GPT-2 tokens, downloaded
 
-
 FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin', train='fineweb_train_{:06d}.bin',
                shards=103, description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as GPT-2 "
                                        "tokens in llm.c's shard format, 100M tokens a shard (modded-nanogpt's)")
@@ -578,7 +576,6 @@ def fetch_fineweb(out_dir, train_shards):
 
 # -----------------------------------------------------------------------------
 # the shard format and meta.json: written here, read by train.py
-
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
@@ -764,7 +761,6 @@ def describe_data(meta, data_dir=None):
 
 # -----------------------------------------------------------------------------
 # writing a dataset folder: new shards beside the old, then one atomic switch
-
 
 class DatasetWriter:
     """

@@ -35,7 +35,6 @@ import signal
 # -----------------------------------------------------------------------------
 # the table and plot of a results file
 
-
 def best_runs(records):
     """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
     fewest steps to stop_acc among runs that solved), for every config a record stands for."""

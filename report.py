@@ -25,7 +25,6 @@ from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAP
 # -----------------------------------------------------------------------------
 # plots and tables
 
-
 def pyplot():
     """matplotlib.pyplot with the Agg backend, or None (and a one-line note) when it is not installed."""
     try:
@@ -74,7 +73,6 @@ def markdown_table(rows, columns):
 
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
-
 
 def summary_rows(records):
     """One row per run setting (setting(): the key less seed and lr): the best lr of its grid (marked where
@@ -284,7 +282,6 @@ def plot_scaling(rows, png, title=None):
 # -----------------------------------------------------------------------------
 # the regime view: gaps across budgets
 
-
 def regime_groups(rows):
     """{setting less architecture and budget: rows} for every such setting trained at 2 or more budgets:
     the budgets along which a ranking can hold or not."""
@@ -415,7 +412,6 @@ def plot_regime(rs, png, title):
 # -----------------------------------------------------------------------------
 # the schedule view: one gap under two schedules
 
-
 SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 
@@ -463,7 +459,6 @@ def schedule_tables(rs):
 
 # -----------------------------------------------------------------------------
 # the transfer view: one gap at several shapes
-
 
 def transfer_groups(rows):
     """{setting less architecture, budget, shape and what came with the shape (CONTEXT: corpus, batch,
@@ -613,7 +608,6 @@ def transfer_tables(rs):
 
 # -----------------------------------------------------------------------------
 # the report of a sweep, and the runs of out_dirs
-
 
 def read_log(run_dir):
     path = os.path.join(run_dir, 'log.jsonl')

@@ -8,19 +8,17 @@ alone.
     python sample.py configs/gmlp.py --start=FILE:prompt.txt  # a train.py config file names out_dir
     python sample.py --out_dir=out-quick --temperature=0      # greedy: always the likeliest token
 
-The checkpoint carries the model's GPTConfig ('model_args'; fields an older checkpoint lacks take
-today's defaults) and the data's meta.json ('meta'), so sampling needs neither the config file nor
-the data directory. Every block type decodes incrementally (model.py's DecodeCache, here's stream);
---use_cache=False re-runs the whole window for each token, to compare. On a GPU, --compile records
-the one-token step as a CUDA graph once and replays it (CapturedStep below: no per-token kernel
-launches, ready after one step, no torch.compile wait); elsewhere it says so and changes nothing. The text goes to stdout,
-everything else (the model line, warnings, tokens/s) to stderr, so `python sample.py ... > out.txt`
-keeps only text.
+The checkpoint carries the model's GPTConfig ('model_args') and the data's meta.json ('meta'), so
+sampling needs neither the config file nor the data. Every block decodes incrementally (model.py's
+DecodeCache, through `stream` below); --use_cache=False re-runs the window for each token. On a
+GPU, --compile records the one-token step as a CUDA graph once and replays it (CapturedStep: no
+per-token kernel launches, no torch.compile wait); elsewhere it changes nothing and says so. Text
+goes to stdout, everything else to stderr: `python sample.py ... > out.txt` keeps only text.
 """
 import os
 import signal
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
@@ -49,19 +47,19 @@ USAGE = "python sample.py [config.py] [--key=value ...]"
 @dataclass
 class SampleConfig:
     out_dir: str = ''             # the run: out_dir/ckpt.pt; '' = the newest out*/ckpt.pt here
-    start: str = ''               # the prompt, or FILE:path; '' = the end-of-text token, else a newline
-    num_samples: int = 1          # 1 is streamed token by token; more: one batch, printed at the end
+    start: str = ''               # the prompt, or FILE:path; '' = end-of-text token, or a newline
+    num_samples: int = 1          # 1 is streamed token by token; more: one batch, printed at end
     max_new_tokens: int = 500     # tokens generated per sample
     temperature: float = 0.8      # < 1 sharper, > 1 flatter; 0 = greedy (argmax)
     top_k: int = 200              # keep only the k likeliest tokens; 0 = all of them
-    top_p: float = 1.0            # nucleus: the fewest tokens holding this much probability; 1 = all
+    top_p: float = 1.0            # nucleus: the fewest tokens holding this much probability
     seed: int = 1337              # the same seed (and device) gives the same text
     use_cache: bool = True        # incremental decoding; False recomputes the window for each token
     device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'           # 'auto' (bfloat16/float16 on cuda, else float32) or one of DTYPES
-    compile: bool = False         # on a GPU: record the one-token decoding step as a CUDA graph, replay it
-    threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else the fastest, measured
-    ranks_file: str = ''          # a BPE run's .tiktoken file, where it moved ('' = where it was, else found by sha256)
+    compile: bool = False         # on a GPU: record the one-token step as a CUDA graph, replay it
+    threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else measured fastest
+    ranks_file: str = ''          # a BPE run's .tiktoken file where it moved ('' = found by sha256)
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -99,8 +97,8 @@ def parse_args(argv):
     parse_config(SampleConfig, flags, usage=USAGE)  # flags: strictly sample.py's keys
     train_only = [(f.name, f.type, dataclasses.field(default=f.default))
                   for f in dataclasses.fields(TrainConfig) if f.name not in mine]
-    both = parse_config(dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,)),
-                        argv, usage=USAGE)
+    both = dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,))
+    both = parse_config(both, argv, usage=USAGE)
     return SampleConfig(**{name: getattr(both, name) for name in mine})
 
 
@@ -155,31 +153,32 @@ def main(argv):
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
 
-    # the model and tokenizer, from the checkpoint alone; loaded on the CPU so optimizer state stays
-    # off the GPU
+    # the model and tokenizer, from the checkpoint alone (on the CPU: its optimizer state stays off
+    # the GPU)
     ckpt_path = checkpoint_path(cfg.out_dir)
     ckpt = load_checkpoint(ckpt_path, 'cpu')
     model = model_from_checkpoint(ckpt)
     mc = model.config
-    tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file, out_dir=os.path.dirname(ckpt_path))
+    tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file,
+                        out_dir=os.path.dirname(ckpt_path))
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
     text, ids = read_start(cfg.start, tok)
     print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter "
-          f"{ckpt.get('iter_num', '?')}, "
-          f"tokenizer {tok.name}; sampling on {device} in {dtype}", file=sys.stderr)
+          f"{ckpt.get('iter_num', '?')}, tokenizer {tok.name}; sampling on {device} in {dtype}",
+          file=sys.stderr)
     del ckpt
     model.eval().to(device)
     step = None
     if cfg.compile and not cfg.use_cache:
-        print("note: --compile records the cached decoding step; --use_cache=False has none, so decoding "
-              "re-runs the window for each token, as without --compile", file=sys.stderr)
-    elif cfg.compile and device_type == 'cuda':  # a one-token step of fixed shapes, recorded once, replayed
+        print("note: --compile records the cached decoding step; --use_cache=False has none, so "
+              "decoding re-runs the window for each token, as without --compile", file=sys.stderr)
+    elif cfg.compile and device_type == 'cuda':  # a fixed-shape one-token step, recorded once
         step = CapturedStep(model)
-        print("compile: the one-token decoding step is recorded as a CUDA graph at the first token and "
-              "replayed for every later one", file=sys.stderr)
+        print("compile: the one-token decoding step is recorded as a CUDA graph at the first token "
+              "and replayed for every later one", file=sys.stderr)
     elif cfg.compile:
-        print(f"note: --compile records the decoding step as a CUDA graph, which needs a CUDA device; on "
-              f"{device} decoding runs as without it", file=sys.stderr)
+        print("note: --compile records the decoding step as a CUDA graph, which needs a CUDA "
+              f"device; on {device} decoding runs as without it", file=sys.stderr)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)
@@ -191,9 +190,9 @@ def main(argv):
         print(f"threads: {threads} ({why}; --threads=N chooses)", file=sys.stderr)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    tokens = stream(model, x, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k or None,
-                          top_p=cfg.top_p, use_cache=cfg.use_cache, generator=generator,
-                          fixed=step is not None, step=step)
+    tokens = stream(model, x, cfg.max_new_tokens, temperature=cfg.temperature,
+                    top_k=cfg.top_k or None, top_p=cfg.top_p, use_cache=cfg.use_cache,
+                    generator=generator, fixed=step is not None, step=step)
     out = sys.stdout
     t0 = time.time()
     with autocast_context(device_type, dtype):
@@ -214,8 +213,8 @@ def main(argv):
     dt = time.time() - t0
     n = cfg.num_samples * cfg.max_new_tokens
     print(f"{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):,.1f} tokens/s "
-          f"({'uncached' if not cfg.use_cache else 'cached, CUDA graph' if step else 'cached'} decoding, "
-          f"batch {cfg.num_samples})",
+          f"({'uncached' if not cfg.use_cache else 'cached, CUDA graph' if step else 'cached'} "
+          f"decoding, batch {cfg.num_samples})",
           file=sys.stderr)
     torch.set_num_threads(threads_before)
 
@@ -223,11 +222,11 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # which run, and its tokenizer
 
-
 def checkpoint_path(out_dir, *, verb='sampling'):
-    """out_dir/ckpt.pt; with no out_dir, a run in this folder (out*/ckpt.pt): the newest that finished its
-    training (the run just trained: out-quick/ of the quick start, out-gmlp/ of configs/gmlp.py), else
-    the newest, named on stderr as the run `verb` reads (None: said by the caller, later)."""
+    """out_dir/ckpt.pt; with no out_dir, a run in this folder (out*/ckpt.pt): the newest that
+    finished its training (the run just trained: out-quick/ of the quick start, out-gmlp/ of
+    configs/gmlp.py), else the newest, named on stderr as the run `verb` reads (None: said by the
+    caller, later)."""
     if out_dir:
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
@@ -240,14 +239,17 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     if verb:
         names = ', '.join(os.path.dirname(p) for p in runs)
         others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
-        which = "the newest finished run" if finished else "the newest run (none here finished its training)"
-        print(f"no --out_dir given: {verb} {which} here{others}: {os.path.dirname(chosen)}", file=sys.stderr)
+        which = ("the newest finished run" if finished else
+                 "the newest run (none here finished its training)")
+        print(f"no --out_dir given: {verb} {which} here{others}: "
+              f"{os.path.dirname(chosen)}", file=sys.stderr)
     return chosen
 
 
 def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
-    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE ranks
-    file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
+    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE
+    ranks file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in
+    data/."""
     meta = ckpt.get('meta')
     if meta is None:  # an older checkpoint: the data directory it names, if it is still there
         data_dir = (ckpt.get('config') or {}).get('data_dir')
@@ -257,14 +259,13 @@ def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
             raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
                              "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
                              "trained on")
-        # raw llm.c shards (no meta.json) hold GPT-2 tokens, and train.py gives them vocab_size
-        # 50304
+        # raw llm.c shards (no meta.json) hold GPT-2 tokens; train.py gives them vocab_size 50304
         print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
               "shards)", file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
     data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
-    look_in = [d for d in dict.fromkeys([out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.'])
-               if d and os.path.isdir(d)]
+    near = [out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.']
+    look_in = [d for d in dict.fromkeys(near) if d and os.path.isdir(d)]
     tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
     if tok.vocab_size > vocab_size:
         raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
@@ -275,7 +276,6 @@ def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
 
 # -----------------------------------------------------------------------------
 # decoding: the cached stream of tokens, sampling, the CUDA-graph step
-
 
 # Decoding changes the attention's shape every token. cuDNN's SDPA backend (torch's choice for bf16
 # on an H100) builds a new plan per shape, ~50 ms each: 15 tokens/s at GPT-2 124M instead of ~190
@@ -297,7 +297,7 @@ def stream(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
     if cache is not None and cache.fixed != fixed:
         raise ValueError(f"a cache with fixed={cache.fixed} given to stream(fixed={fixed})")
     cache = cache if cache is not None else DecodeCache(model.config.n_layer, fixed=fixed)
-    filled, bs = 0, model.config.block_size
+    filled, bs, idx_next = 0, model.config.block_size, None
     for _ in range(max_new_tokens):
         with sdpa_kernel(DECODE_SDPA):
             if not use_cache:
@@ -318,12 +318,13 @@ def stream(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
              use_cache=True, generator=None, fixed=False):
     """Return idx (B, T) followed by max_new_tokens sampled tokens; temperature 0 is greedy."""
-    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator, fixed))
+    new = list(stream(model, idx, max_new_tokens, temperature, top_k, top_p, use_cache, generator,
+                      fixed))
     return torch.cat([idx, *new], dim=1)
 
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """One token per row from logits (B, V): greedy at temperature 0, else top-k then nucleus (top-p)."""
+    """One token per row from logits (B, V): greedy at temperature 0, else top-k, then top-p."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     # the largest logit moved to 0 first: a tiny temperature then gives -inf, not inf - inf = nan
@@ -352,11 +353,11 @@ class CapturedStep:
 
     Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
     saved before them and loaded back after, so they leave no trace. The graph reads and writes the
-    cache's tensors where they were when it was recorded: a call with another cache, or with this one's
-    tensors moved (reallocated for another batch size), records again (`records` counts them);
+    cache's tensors where they were when it was recorded: a call with another cache, or with this
+    one's tensors moved (reallocated for another batch size), records again (`records` counts them);
     stream(cache=...) empties one cache in place, so a later sequence replays at once. Autocast's
-    weight cache is off while recording (weights cast once outside the graph would be read from freed
-    memory), so the casts are part of the graph.
+    weight cache is off while recording (weights cast once outside the graph would be read from
+    freed memory), so the casts are part of the graph.
     """
 
     def __init__(self, fn, warmup=3):
@@ -364,9 +365,11 @@ class CapturedStep:
 
     def __call__(self, idx, targets=None, cache=None):
         if targets is not None or cache is None or not cache.fixed:
-            raise ValueError("CapturedStep runs one decoding step: step(idx_next, cache=DecodeCache(n, fixed=True))")
+            raise ValueError("CapturedStep runs one decoding step: step(idx_next, "
+                             "cache=DecodeCache(n, fixed=True))")
         if cache.step is None:
-            raise ValueError("CapturedStep needs a cache that holds a prompt: run the model on it first")
+            raise ValueError("CapturedStep needs a cache that holds a prompt: run the model on "
+                             "it first")
         with torch.cuda.device(idx.device):  # streams and the graph on the model's GPU, not GPU 0
             if self.recorded_on != self._where(idx, cache):
                 self._record(idx, cache)
@@ -396,10 +399,10 @@ class CapturedStep:
 
 
 def decode_threads(model, prompt, *, given=0, device_type='cpu'):
-    """(intra-op threads for decoding, why): `given` (a flag), else OMP_NUM_THREADS when set, else the
-    fastest of 1, 2, 4, ... cores at decoding 16 tokens from `prompt` with the cache, measured after a
-    warm-up: at batch 1 a token's small matmuls run slower on many threads than on one (a busy CPU
-    makes it worse). Sets it, and leaves the GPU alone (None there)."""
+    """(intra-op threads for decoding, why): `given` (a flag), else OMP_NUM_THREADS when set, else
+    the fastest of 1, 2, 4, ... cores at decoding 16 tokens from `prompt` with the cache, measured
+    after a warm-up: at batch 1 a token's small matmuls run slower on many threads than on one (a
+    busy CPU makes it worse). Sets it, and leaves the GPU alone (None there)."""
     if device_type != 'cpu':
         return None, 'a GPU decodes'
     if given or os.environ.get('OMP_NUM_THREADS'):

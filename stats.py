@@ -36,7 +36,6 @@ def arch_key(name):
 # -----------------------------------------------------------------------------
 # the results file: one JSON record per finished run
 
-
 # the fields a record of each kind has: a reader refuses a file of another kind instead of
 # misreading it
 KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer', 'data_dir', 'val_loss'),
@@ -238,7 +237,6 @@ def locked_append(path, data, *, aside):
 # -----------------------------------------------------------------------------
 # statistics over seeds: t intervals, paired gaps
 
-
 CONFIDENCE = 0.95  # every interval the reports print
 
 
@@ -349,7 +347,6 @@ def compute_multiplier(reference, flops, loss):
 # -----------------------------------------------------------------------------
 # what a record measured: its run setting, and the settings a gap, a regime and a transfer compare
 
-
 # settings whose arrival changed what a run measures: always in a key, so that a record written before
 # them (its val batches drawn from the run's seed) never matches a run today
 ALWAYS = ('eval_seed',)
@@ -408,7 +405,6 @@ def differing(settings):
 
 # -----------------------------------------------------------------------------
 # the best learning rate of a setting, and the gaps to gpt and llama
-
 
 def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
     """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW,

@@ -730,7 +730,6 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # many runs as child processes: claims, and a stop that reaches every one
 
-
 class Stopper:
     """
     SIGINT / SIGTERM while the block runs (main thread): the first is noted, announced and sent on to
