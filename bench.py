@@ -5,13 +5,13 @@ model's cache.
     python bench.py                                  # every config in configs/, at its own shape
     python bench.py configs/gpt.py configs/gmlp.py --device=cuda --dtype=bfloat16 --compile
     python bench.py --n_layer=12 --n_head=12 --n_embd=768 --block_size=1024  # any train.py key
-    python bench.py --reference=../nanoGPT/model.py --n_layer=12 --n_head=12 --n_embd=768 --block_size=1024
-                    --vocab_size=50304 --batch_size=32 --device=cuda --dtype=bfloat16 --compile  # (one line)
+    python bench.py --reference=../nanoGPT/model.py --n_layer=12 --n_head=12 --n_embd=768 \
+        --block_size=1024 --vocab_size=50304 --batch_size=32 --device=cuda --dtype=bfloat16
 
 With --reference=FILE, a model file with nanoGPT's interface (GPTConfig, GPT(config), forward(idx,
 targets) -> (logits, loss), configure_optimizers(weight_decay, learning_rate, betas, device_type):
-nanoGPT's model.py, which you fetch yourself; nothing of it is in this repository) is timed beside our
-gpt block at the same shape, with the same loop and optimizer settings, in one process, the two
+nanoGPT's model.py, which you fetch yourself; nothing of it is in this repository) is timed beside
+our gpt block at the same shape, with the same loop and optimizer settings, in one process, the two
 alternating round by round, and the ratio of their training speeds is printed.
 
 Each config's model is built at the config's own shape, with any train.py key given here on top
@@ -19,14 +19,14 @@ Each config's model is built at the config's own shape, with any train.py key gi
 AdamW) is timed after warm-up: the median of `repeats` timings of `iters` steps, with min..max; then
 greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on
 a GPU, the fixed-shape step recorded as a CUDA graph, as sample.py --compile runs it; with --compile
-also the compiled model's step in a graph), at the thread count decoding runs fastest with. Peak memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh
-process per config (torch itself excluded). Quality (val loss over seeds and learning rates) is
-sweep.py's.
+also the compiled model's step in a graph), at the thread count decoding runs fastest with. Peak
+memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh process per
+config (torch itself excluded). Quality (val loss over seeds and learning rates) is sweep.py's.
 """
 import os
 import signal
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import contextlib
@@ -61,7 +61,7 @@ class BenchConfig:
     warmup: int = 5             # untimed steps first
     decode_tokens: int = 256    # new tokens per decoding timing (1-token prompt); 0 = no decoding
     decode_block_size: int = 0  # decoding's block_size; 0 = the config's
-    reference: str = ''         # a model file with nanoGPT's interface, timed beside our gpt (side by side)
+    reference: str = ''         # a model file with nanoGPT's interface, timed beside our gpt
     json: bool = False          # print JSON instead of a markdown table
 
     def __post_init__(self):
@@ -104,8 +104,8 @@ def timed_round(step, iters, device_type):
 
 
 def median_and_range(times):
-    """(the median of per-step seconds, 'min–max' in ms, marked UNSTABLE where the spread is wide: the
-    machine was busy and the median is suspect)."""
+    """(the median of per-step seconds, 'min–max' in ms, marked UNSTABLE where the spread is wide:
+    the machine was busy and the median is suspect)."""
     dt = sorted(times)[len(times) // 2]
     return dt, (f"{min(times) * 1000:.1f}–{max(times) * 1000:.1f}"
                 + (' UNSTABLE' if (max(times) - min(times)) / dt > UNSTABLE else ''))
@@ -135,8 +135,8 @@ def speed_row(path, bench, overrides):
 
     for _ in range(bench.warmup):
         train_step(step_model, x, y, ctx, scaler, opt)
-    times = [timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters, device_type)
-             for _ in range(bench.repeats)]
+    times = [timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters,
+                         device_type) for _ in range(bench.repeats)]
     dt, ms_range = median_and_range(times)
     tokens_per_s = cfg.batch_size * T / dt
     peak_mem = (torch.cuda.max_memory_allocated() if device_type == 'cuda' else
@@ -158,12 +158,13 @@ def speed_row(path, bench, overrides):
         prompt = torch.zeros(1, 1, dtype=torch.long, device=device)
         row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
         ways = {'cached': {}, 'uncached': dict(use_cache=False)}
-        if device_type == 'cuda':  # the fixed-shape step recorded as a CUDA graph (sample.py --compile)
+        if device_type == 'cuda':  # the fixed-shape step as a CUDA graph (sample.py --compile)
             ways['captured'] = dict(fixed=True, step=CapturedStep(model))
-            if cfg.compile:  # the same, the compiled model's kernels in the graph (compile in the warm-up)
-                ways['compiled'] = dict(fixed=True, step=CapturedStep(torch.compile(model, dynamic=False)))
+            if cfg.compile:  # the compiled model's kernels in the graph (compiled in the warm-up)
+                compiled = torch.compile(model, dynamic=False)
+                ways['compiled'] = dict(fixed=True, step=CapturedStep(compiled))
         for way, kw in ways.items():
-            cache = DecodeCache(model.config.n_layer, fixed=kw.get('fixed', False))  # one for both calls
+            cache = DecodeCache(model.config.n_layer, fixed=kw.get('fixed', False))  # both calls
             with ctx:
                 for n in (8, bench.decode_tokens):  # a warm-up (and the recording), then the timing
                     sync_device(device_type)
@@ -175,29 +176,33 @@ def speed_row(path, bench, overrides):
 
 
 def load_reference(path):
-    """The module a --reference file defines, checked for nanoGPT's interface: a one-line error otherwise."""
+    """The module a --reference file defines, checked for nanoGPT's interface: a one-line error
+    otherwise."""
     import importlib.util
     if not os.path.isfile(path):
-        raise UsageError(f"--reference={path!r} not found; fetch the model file to compare with (e.g. "
-                         "nanoGPT's model.py) and name it")
+        raise UsageError(f"--reference={path!r} not found; fetch the model file to compare with "
+                         "(e.g. nanoGPT's model.py) and name it")
     spec = importlib.util.spec_from_file_location('reference_model', path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # its own import or syntax error: one line
-        raise UsageError(f"--reference={path!r} failed to load: {type(e).__name__}: {e}".splitlines()[0]) from None
+        why = f"{type(e).__name__}: {e}".splitlines()[0]
+        raise UsageError(f"--reference={path!r} failed to load: {why}") from None
     missing = [n for n in ('GPTConfig', 'GPT') if not hasattr(module, n)]
     if not missing and not hasattr(module.GPT, 'configure_optimizers'):
         missing = ['GPT.configure_optimizers']
     if missing:
-        raise UsageError(f"--reference={path!r} defines no {' or '.join(missing)}: it needs nanoGPT's model.py "
-                         "interface (GPTConfig, GPT(config), forward(idx, targets) -> (logits, loss))")
+        raise UsageError(f"--reference={path!r} defines no {' or '.join(missing)}: it needs "
+                         "nanoGPT's model.py interface (GPTConfig, GPT(config), forward(idx, "
+                         "targets) -> (logits, loss))")
     return module
 
 
 def side_by_side(bench, overrides):
-    """Our gpt block and the --reference model at one shape, trained by one loop in this process, the two
-    timed in alternating rounds (so a busy machine slows both alike): their rows and ours / theirs."""
+    """Our gpt block and the --reference model at one shape, trained by one loop in this process,
+    the two timed in alternating rounds (so a busy machine slows both alike): their rows and ours /
+    theirs."""
     cfg = parse_config(TrainConfig, [os.path.join(HERE, 'configs', 'gpt.py'), *overrides])
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
@@ -206,45 +211,50 @@ def side_by_side(bench, overrides):
     ref = load_reference(bench.reference)
     shape = dict(block_size=mcfg.block_size, vocab_size=mcfg.vocab_size, n_layer=mcfg.n_layer,
                  n_head=mcfg.n_head, n_embd=mcfg.n_embd, dropout=0.0, bias=mcfg.bias)
-    known = {f.name for f in dataclasses.fields(ref.GPTConfig)} if dataclasses.is_dataclass(ref.GPTConfig) \
-        else set(shape)
+    known = ({f.name for f in dataclasses.fields(ref.GPTConfig)}
+             if dataclasses.is_dataclass(ref.GPTConfig) else set(shape))
     models = {}
     theirs = {k: v for k, v in shape.items() if k in known}
-    for name, build in (('ours (gpt)', lambda: GPT(mcfg)), ('reference', lambda: ref.GPT(ref.GPTConfig(**theirs)))):
+    for name, build in (('ours (gpt)', lambda: GPT(mcfg)),
+                        ('reference', lambda: ref.GPT(ref.GPTConfig(**theirs)))):
         torch.manual_seed(0)
-        with contextlib.redirect_stdout(sys.stderr):  # what the reference prints as it builds (nanoGPT's counts): not in --json
+        # what the reference prints as it builds (nanoGPT's counts) goes to stderr, not into --json
+        with contextlib.redirect_stdout(sys.stderr):
             model = build().to(device)
-            opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2), device_type)
+            opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2),
+                                             device_type)
         models[name] = (torch.compile(model) if cfg.compile else model, opt, model)
     ctx = autocast_context(device_type, dtype)
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == 'float16')
     T = mcfg.block_size
     x = torch.randint(0, mcfg.vocab_size, (cfg.batch_size, T + 1), device=device)
-    x, y = x[:, :-1].contiguous(), x[:, 1:].contiguous()  # as the data loader gives them (nanoGPT's loss views them)
+    x, y = x[:, :-1].contiguous(), x[:, 1:].contiguous()  # as a data loader gives them
     for step_model, opt, _ in models.values():
         for _ in range(bench.warmup):
             train_step(step_model, x, y, ctx, scaler, opt)
     times = {name: [] for name in models}
-    for r in range(bench.repeats):  # alternating: ours first in even rounds, theirs first in odd ones
+    for r in range(bench.repeats):  # alternating: ours first in even rounds, theirs in odd ones
         for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
             step_model, opt, _ = models[name]
-            times[name].append(timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters,
-                                           device_type))
+            times[name].append(timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt),
+                                           bench.iters, device_type))
     peak = peak_flops(device, cfg.peak_flops, dtype)
-    fpt = models['ours (gpt)'][2].flops_per_token()  # the same shape: one FLOP count for both (ours)
+    fpt = models['ours (gpt)'][2].flops_per_token()  # one shape: one FLOP count for both (ours)
     rows = []
     for name, ts in times.items():
         dt, ms_range = median_and_range(ts)
-        params = sum(p.numel() for p in models[name][2].parameters())  # every weight, a tied one once
+        params = sum(p.numel() for p in models[name][2].parameters())  # a tied weight once
         rows.append(dict(config=name, params=params, ms_per_iter=dt * 1000, ms_range=ms_range,
                          tokens_per_s=cfg.batch_size * T / dt, flops_per_token=fpt,
                          mfu=fpt * cfg.batch_size * T / dt / peak if peak else None))
     ratio = rows[0]['tokens_per_s'] / rows[1]['tokens_per_s']
     if abs(rows[1]['params'] / rows[0]['params'] - 1) > 0.01:
-        print(f"note: the reference has {rows[1]['params']:,} parameters, ours {rows[0]['params']:,}: not the "
-              "same model at this shape, so the ratio is not a like-for-like speed", file=sys.stderr)
+        print(f"note: the reference has {rows[1]['params']:,} parameters, ours "
+              f"{rows[0]['params']:,}: not the same model at this shape, so the ratio is not a "
+              "like-for-like speed", file=sys.stderr)
     setup = (f"device={device} dtype={dtype} compile={cfg.compile} torch={torch.__version__} "
-             f"threads={torch.get_num_threads()} batch={cfg.batch_size} block={T} reference={bench.reference}")
+             f"threads={torch.get_num_threads()} batch={cfg.batch_size} block={T} "
+             f"reference={bench.reference}")
     return rows, ratio, setup
 
 
@@ -268,16 +278,18 @@ def main(argv):
                                             "[--key=value ...]")
     if bench.reference:  # ours beside a reference model file, one process, alternating
         if [a for a in own if not a.startswith('--')] or bench.configs:
-            raise UsageError("--reference times our gpt block beside the reference file; name no configs with "
-                             "it (set the shape with --n_layer, --n_head, --n_embd, --block_size)")
+            raise UsageError("--reference times our gpt block beside the reference file; name no "
+                             "configs with it (set the shape with --n_layer, --n_head, --n_embd, "
+                             "--block_size)")
         rows, ratio, setup = side_by_side(bench, overrides)
         if bench.json:
-            print(json.dumps({'setup': setup, 'rows': rows, 'ours_over_reference': ratio}, indent=1))
+            print(json.dumps({'setup': setup, 'rows': rows, 'ours_over_reference': ratio},
+                             indent=1))
         else:
             print(f"{setup}\n")
             print(markdown_table(rows, SPEED_COLUMNS[:7]))
-            print(f"\nours / reference: {ratio:.3f}x training tokens per second (medians of {bench.repeats} "
-                  f"alternating timings of {bench.iters} steps)")
+            print(f"\nours / reference: {ratio:.3f}x training tokens per second (medians of "
+                  f"{bench.repeats} alternating timings of {bench.iters} steps)")
         return rows
     paths = config_paths(bench.configs + [a for a in own if not a.startswith('--')])
     for path in paths:  # every key valid for every config (the device there) before anything runs

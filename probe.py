@@ -36,8 +36,8 @@ import signal
 # the table and plot of a results file
 
 def best_runs(records):
-    """{(config, view, width, T, N): the record with the best final accuracy over learning rates} (the
-    fewest steps to stop_acc among runs that solved), for every config a record stands for."""
+    """{(config, view, width, T, N): the record with the best final accuracy over learning rates}
+    (the fewest steps to stop_acc among runs that solved), for every config a record stands for."""
     best = {}
     for r in records:
         score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
@@ -49,8 +49,8 @@ def best_runs(records):
 
 
 def probe_table(records):
-    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over learning
-    rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
+    """Markdown: one row per (config, view, width), one column per (T, N): the best accuracy over
+    learning rates and, where it solved, the steps (sequences) it took to reach stop_acc."""
     best = best_runs(records)
     if not best:
         return "(no runs yet)"
@@ -78,8 +78,8 @@ def probe_table(records):
 
 def plot_probe(records, png):
     """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
-    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The last
-    panel: held-out accuracy during training at the smallest cell."""
+    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The
+    last panel: held-out accuracy during training at the smallest cell."""
     plt = pyplot()
     best = best_runs(records)
     if plt is None or not best:
@@ -109,7 +109,8 @@ def plot_probe(records, png):
                 ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
                         linestyle=style)
     ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
-    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = {first[2]}", fontsize=9)
+    ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = "
+                 f"{first[2]}", fontsize=9)
     for ax, xlabel in zip(axes[0], ['key-value pairs N'] * len(Ts) + ['training step']):
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
@@ -199,7 +200,8 @@ FULL = dict(views=['mixer', 'block'], widths=['64', '128'], seq_lens=['64', '256
 
 
 def law_steps(probe, T):
-    """Optimizer steps a cell trains for: budget x the emergence law's tokens, 10^5.7 sqrt(B T), in steps."""
+    """Optimizer steps a cell trains for: budget x the emergence law's tokens, 10^5.7 sqrt(B T), in
+    steps."""
     tokens = 10 ** 5.7 * math.sqrt(probe.batch_size * T)
     return max(1, math.ceil(probe.budget * tokens / (probe.batch_size * T)))
 
@@ -234,21 +236,23 @@ def mqar_batch(rng, *, batch, T, n_pairs, vocab):
 
 
 def batch_at(seed, *key, batch, T, n_pairs, vocab):
-    """Batch `key` of a run as torch tensors: (seed, 0, step) trains, (seed, 1) is the held-out set."""
+    """Batch `key` of a run as torch tensors: (seed, 0, step) trains, (seed, 1) is the held-out
+    set."""
     x, y = mqar_batch(np.random.default_rng([seed, T, n_pairs, vocab, *key]), batch=batch, T=T,
                       n_pairs=n_pairs, vocab=vocab)
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
 def accuracy(logits, targets):
-    """Share of answer positions (targets != -1) whose argmax is the target; other positions do not count."""
+    """Share of answer positions (targets != -1) whose argmax is the target; other positions do not
+    count."""
     mask = targets != -1
     return (logits.argmax(dim=-1)[mask] == targets[mask]).float().mean().item()
 
 
 def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
-    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands (its position
-    minus the key's), in `buckets` equal ranges of the distances 1..T."""
+    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands (its
+    position minus the key's), in `buckets` equal ranges of the distances 1..T."""
     rows, t = (y != -1).nonzero(as_tuple=True)
     key_at = (x[rows, :2 * n_pairs:2] == x[rows, t][:, None]).float().argmax(dim=1) * 2  # the pair it asks
     dist, right = (t - key_at).numpy(), (logits.argmax(dim=-1)[rows, t] == y[rows, t]).numpy()
@@ -262,9 +266,9 @@ def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
 # one run: a config's mixer or block at the probe's shape, trained as train.py trains
 
 def model_args(path, probe, *, view, width, T, overrides=()):
-    """The GPTConfig fields of config file `path` (with train.py `overrides`: --bias=True) at the probe's
-    shape; in the mixer view without its channel MLP (ffn='none') when it is a transformer block. Block
-    type, attention, positions, norms and biases stay the file's."""
+    """The GPTConfig fields of config file `path` (with train.py `overrides`: --bias=True) at the
+    probe's shape; in the mixer view without its channel MLP (ffn='none') when it is a transformer
+    block. Block type, attention, positions, norms and biases stay the file's."""
     cfg = parse_config(TrainConfig, [path, *overrides])
     args = {**cfg.model_args(), 'n_layer': probe.n_layer, 'n_embd': width, 'n_head': max(1, width // probe.head_size),
             'block_size': T, 'vocab_size': probe.vocab_size, 'dropout': 0.0, 'match_params': '', 'ffn_hidden': 0,
@@ -279,8 +283,8 @@ def model_args(path, probe, *, view, width, T, overrides=()):
 
 
 def run_key(probe, args, *, view, T, N, lr):
-    """What identifies a run in the results file: the model (whichever configs share it), the data and
-    the recipe: everything that changes its outcome."""
+    """What identifies a run in the results file: the model (whichever configs share it), the data
+    and the recipe: everything that changes its outcome."""
     model = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     return dict(model=model, view=view, width=args['n_embd'], T=T, N=N, lr=lr, n_layer=probe.n_layer,
                 vocab=probe.vocab_size, batch=probe.batch_size, steps=law_steps(probe, T), seed=probe.seed,
@@ -289,8 +293,8 @@ def run_key(probe, args, *, view, T, N, lr):
 
 
 def train_run(args, probe, key, threads=None, log=False):
-    """Train one run and return its results record; threads=None leaves torch's thread count as it is;
-    log: a stderr line at each evaluation."""
+    """Train one run and return its results record; threads=None leaves torch's thread count as it
+    is; log: a stderr line at each evaluation."""
     threads_before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -326,8 +330,9 @@ def train_cell(args, probe, key, log):
             acc, loss, logits = held_out(model, X_val, Y_val)
             curve.append([step, acc, loss])
             if log:
-                print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step {step}: held-out acc "
-                      f"{acc:.3f}, loss {loss:.3f} ({duration(time.time() - t0)})", file=sys.stderr, flush=True)
+                print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step {step}: "
+                      f"held-out acc {acc:.3f}, loss {loss:.3f} "
+                      f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
             if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
                 break
         if STOP.is_set():  # probe.py was stopped: this run is not recorded
@@ -355,8 +360,8 @@ def train_cell(args, probe, key, log):
 # the grid: cells run in worker processes, a record appended as each run ends
 
 def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
-    """[(cell, [run keys, one per lr], model args, configs sharing that model)] for every cell not solved
-    in the results file; configs whose models are the same share one cell."""
+    """[(cell, [run keys, one per lr], model args, configs sharing that model)] for every cell not
+    solved in the results file; configs whose models are the same share one cell."""
     done = {json.dumps(r['key'], sort_keys=True): r for r in read_results(probe.results, 'probe')}
     cells = {}
     for view in probe.views:
@@ -384,9 +389,10 @@ def cost(key):
 
 
 def run_grid(probe, todo, stopper=None):
-    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while none
-    so far reached stop_acc. (runs recorded, cells cut short): a signal to `stopper` cuts the running
-    cells short (they start over on a rerun) and starts no more; every finished run is recorded."""
+    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while
+    none so far reached stop_acc. (runs recorded, cells cut short): a signal to `stopper` cuts the
+    running cells short (they start over on a rerun) and starts no more; every finished run is
+    recorded."""
     t_start, n_runs, work_done = time.time(), 0, 0.0
     queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
     # jobs > 1: worker processes of one thread each, deaf to a terminal's Ctrl-C (this process stops
@@ -412,10 +418,12 @@ def run_grid(probe, todo, stopper=None):
                 left = sum(cost(it[1][0]) for it in queue) + sum(cost(it[1][j]) for it, j in pending.values())
                 eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
                 k = record['key']
-                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} {','.join(names)} "
-                      f"d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc {record['acc']:.3f} at step "
-                      f"{record['steps_run']}/{k['steps']} ({duration(record['seconds'])}); elapsed "
-                      f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
+                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} "
+                      f"{','.join(names)} d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc "
+                      f"{record['acc']:.3f} at step {record['steps_run']}/{k['steps']} "
+                      f"({duration(record['seconds'])}); elapsed "
+                      f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most",
+                      file=sys.stderr, flush=True)
     finally:
         if stopper:  # the running cells have nothing to save: stopped now, not waited for
             STOP.set()  # (a cell in this process stops at its next step)
@@ -446,7 +454,8 @@ def submit(pool, probe, item, i):
 def report(probe):
     records = read_results(probe.results, 'probe')
     if not records:
-        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass --results=...)")
+        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass "
+                         "--results=...)")
     print(probe_table(records))
     png = probe.png or os.path.splitext(probe.results)[0] + '.png'
     if plot_probe(records, png):
@@ -456,7 +465,8 @@ def report(probe):
 
 def main(argv):
     own, overrides = split_flags(argv, ProbeConfig, TrainConfig)  # train.py keys change every model
-    probe = parse_config(ProbeConfig, own, config_files=False, usage="python probe.py [--key=value ...]", doc=__doc__)
+    probe = parse_config(ProbeConfig, own, config_files=False,
+                         usage="python probe.py [--key=value ...]", doc=__doc__)
     given = keys_given(argv)
     for preset, values in (('quick', QUICK), ('full', FULL)):
         if getattr(probe, preset):
@@ -470,26 +480,28 @@ def main(argv):
     if not probe.replot:
         if any(w % probe.head_size for w in widths):  # attention has width // head_size heads of head_size
             fits = [h for h in range(1, min(widths) + 1) if all(w % h == 0 for w in widths)]
-            raise UsageError(f"head_size={probe.head_size} does not divide width {next(w for w in widths if w % probe.head_size)}"
-                             f"; pick head_size among {fits[-6:]} (or other --widths)")
+            raise UsageError(f"head_size={probe.head_size} does not divide width "
+                             f"{next(w for w in widths if w % probe.head_size)}; pick head_size "
+                             f"among {fits[-6:]} (or other --widths)")
         if max(pairs) > probe.vocab_size // 2 - 1:
-            raise UsageError(f"N={max(pairs)} pairs need that many distinct keys; vocab_size={probe.vocab_size} "
-                             f"has {probe.vocab_size // 2 - 1}: raise it to at least {2 * (max(pairs) + 1)}")
+            raise UsageError(f"N={max(pairs)} pairs need that many distinct keys; "
+                             f"vocab_size={probe.vocab_size} has {probe.vocab_size // 2 - 1}: "
+                             f"raise it to at least {2 * (max(pairs) + 1)}")
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
         check_writable(probe.results)
         todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)  # every config valid first
-        print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} learning rates "
-              f"each, {probe.jobs} at a time; steps per cell by the emergence law: "
+        print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} "
+              f"learning rates each, {probe.jobs} at a time; steps per cell by the emergence law: "
               f"{', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)}", file=sys.stderr, flush=True)
         t0 = time.time()
-        with Stopper(stopping="the running cells stop (a rerun starts them over), none more starts; the finished "
-                              "ones are kept") as stopper:
+        with Stopper(stopping="the running cells stop (a rerun starts them over), none more "
+                              "starts; the finished ones are kept") as stopper:
             n, cut = run_grid(probe, todo, stopper)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
         if stopper:
-            print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; continue with: "
-                  f"python probe.py {' '.join(argv)}", file=sys.stderr)
+            print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; "
+                  f"continue with: python probe.py {' '.join(argv)}", file=sys.stderr)
             raise SystemExit(stopper.exit_code())
     return report(probe)
 
