@@ -29,13 +29,12 @@ from torch.nn import functional as F
 
 BLOCKS = ('transformer', 'gmlp', 'amlp')
 ATTNS = ('mha', 'mdha')
-FFNS = ('relu', 'gelu', 'relu2', 'glu', 'bilinear', 'reglu', 'geglu', 'swiglu', 'none')
-GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
 NORMS = ('layernorm', 'rmsnorm')
 POS_EMBS = ('learned', 'none', 'rope')
 DCONV_INITS = ('primer', 'random')
 MATCHES = ('', 'gpt')
 OPTIMIZERS = ('adamw', 'muon')
+# FFNS (and GATED, those that gate) come from FFN_ACTS, the one table of FFNs, with the FFN below
 
 
 @dataclass
@@ -299,6 +298,18 @@ class CausalDepthwiseConv(nn.Module):
 # -----------------------------------------------------------------------------
 # feed-forward: the plain and the gated (GLU) family
 
+# Every FFN by name: its nonlinearity, and whether it gates (act(x W1) ⊙ (x V), "GLU Variants
+# Improve Transformer", arXiv:2002.05202). A new FFN is one row here: its gate follows from it.
+FFN_ACTS = {'relu': (F.relu, False), 'gelu': (F.gelu, False),
+            'relu2': (lambda x: F.relu(x).square(), False),  # Primer, arXiv:2109.08668 sec. 3
+            'glu': (torch.sigmoid, True),  # Dauphin et al. 2016
+            'bilinear': (lambda x: x, True),  # no nonlinearity: (x W1) ⊙ (x V)
+            'reglu': (F.relu, True), 'geglu': (F.gelu, True),
+            'swiglu': (F.silu, True)}  # SiLU: Swish with beta=1
+FFNS = (*FFN_ACTS, 'none')  # 'none': attention alone (the probe's mixer view)
+GATED = tuple(name for name, (_, gated) in FFN_ACTS.items() if gated)
+
+
 class MLP(nn.Module):
     """
     Position-wise feed-forward: c_proj(act(c_fc(x))), or for the gated family
@@ -308,10 +319,10 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         hidden = ffn_width(config)
-        self.act = ACTIVATIONS[config.ffn]
+        self.act, gated = FFN_ACTS[config.ffn]
         self.c_fc = nn.Linear(config.n_embd, hidden, bias=config.bias and config.bias1)
         self.c_gate = None
-        if config.ffn in GATED:
+        if gated:
             self.c_gate = nn.Linear(config.n_embd, hidden, bias=config.bias and config.bias_gate)
         self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias and config.bias2)
         self.dropout = nn.Dropout(config.dropout)
@@ -322,16 +333,6 @@ class MLP(nn.Module):
             h = h * self.c_gate(x)
         return self.dropout(self.c_proj(h))
 
-
-def relu2(x):
-    return F.relu(x).square()  # Primer, arXiv:2109.08668 sec. 3: squared ReLU
-
-
-# The FFN's nonlinearity by name; for the gated family, the one applied to the gate
-ACTIVATIONS = {'relu': F.relu, 'gelu': F.gelu, 'relu2': relu2,
-               'glu': torch.sigmoid,  # Dauphin et al. 2016
-               'bilinear': lambda x: x,  # no nonlinearity: (x W1) ⊙ (x V)
-               'reglu': F.relu, 'geglu': F.gelu, 'swiglu': F.silu}  # SiLU: Swish with beta=1
 
 
 # -----------------------------------------------------------------------------

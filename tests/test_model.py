@@ -168,10 +168,12 @@ def test_depthwise_conv_matches_a_loop(shared):
 
 
 # each FFN's nonlinearity written out plainly, applied to a = x W1 + b1 (for a gated FFN: to the gate)
-FORMULAS = {'relu': torch.relu, 'gelu': lambda a: 0.5 * a * (1 + torch.erf(a / math.sqrt(2))),
-            'relu2': lambda a: torch.relu(a) ** 2, 'glu': lambda a: 1 / (1 + torch.exp(-a)),
-            'bilinear': lambda a: a, 'reglu': torch.relu,
-            'geglu': lambda a: 0.5 * a * (1 + torch.erf(a / math.sqrt(2))), 'swiglu': lambda a: a / (1 + torch.exp(-a))}
+# each FFN from its paper: (the nonlinearity written out, whether it gates), set here independently
+# of model.py, so that a GLU declared there without its gate fails
+ERF_GELU = lambda a: 0.5 * a * (1 + torch.erf(a / math.sqrt(2)))  # noqa: E731
+FORMULAS = {'relu': (torch.relu, False), 'gelu': (ERF_GELU, False), 'relu2': (lambda a: torch.relu(a) ** 2, False),
+            'glu': (lambda a: 1 / (1 + torch.exp(-a)), True), 'bilinear': (lambda a: a, True),
+            'reglu': (torch.relu, True), 'geglu': (ERF_GELU, True), 'swiglu': (lambda a: a / (1 + torch.exp(-a)), True)}
 
 
 @pytest.mark.parametrize('ffn', [f for f in FFNS if f != 'none'])
@@ -180,8 +182,12 @@ def test_ffn_equals_its_formula(ffn):
     Every FFN model.py lists is checked: a new one needs its formula in FORMULAS."""
     if ffn not in FORMULAS:
         pytest.fail(f"model.FFNS has {ffn!r} but test_model.py's FORMULAS has no formula for it: add its "
-                    f"nonlinearity there, written out from its paper (and to model.GATED if it gates), so "
-                    f"this test can check model.py against it")
+                    f"nonlinearity there, written out from its paper, and whether it gates, so this test "
+                    f"can check model.py against it")
+    formula, gated = FORMULAS[ffn]
+    if gated != (ffn in GATED):
+        pytest.fail(f"ffn={ffn!r} {'gates' if gated else 'does not gate'} by its formula in FORMULAS, but "
+                    f"model.FFN_ACTS marks it {'gated' if ffn in GATED else 'ungated'}: fix its row there")
     model = build(tiny(ffn=ffn))
     mlp = model.transformer.h[0].mlp
     with torch.no_grad():
@@ -189,8 +195,8 @@ def test_ffn_equals_its_formula(ffn):
             p.normal_()  # biases too, so a missing bias would show
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     W1, b1, W2, b2 = mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias
-    act = FORMULAS[ffn](x @ W1.T + b1)
-    if ffn in GATED:
+    act = formula(x @ W1.T + b1)
+    if gated:
         act = act * (x @ mlp.c_gate.weight.T + mlp.c_gate.bias)
     else:
         assert mlp.c_gate is None
