@@ -8,20 +8,19 @@ Tokenise a text corpus into binary shards that train.py reads.
     python prepare.py --input=books/ --tokenizer=gpt2     # any UTF-8 text: files, folders, globs
     python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE, no network
 
-Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values:
-the stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it
-once; offline, point TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in
-.tiktoken. Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each
-run) in the llm.c / modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 =
-uint16 tokens or 2 = uint32, token count; then the tokens), and meta.json, which lists the shards,
-says how to rebuild the tokenizer, and gives each split's tokens per byte: train.py reports every
-loss in bits per byte too, so runs at char, byte and BPE level compare on one scale.
+Tokenizers: char (the corpus's characters), byte (256 values), or tiktoken: an encoding name such
+as gpt2 (downloaded once; offline, set TIKTOKEN_CACHE_DIR to a copy of its cache) or a local
+.tiktoken ranks file. The shards (train_g1_000000.bin ..., val_g1_000000.bin ...) are in llm.c's
+format: a 256 x int32 header (magic 20240520, version 1 = uint16 tokens or 2 = uint32, token
+count), then the tokens. meta.json lists them, says how to rebuild the tokenizer and gives each
+split's tokens per byte: train.py reports losses in bits per byte too, so that char, byte and BPE
+runs compare on one scale.
 
-Rerunning into the same folder is safe: the new shards go beside the old ones under new names, and
-the atomic replacement of meta.json switches the folder from the old dataset to the new in one step
-(readers use only the shards meta.json lists); only then are the old shards removed. So a failure
-at any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
-complete new one, at the cost of room for both while the new one is written.
+A rerun into the same folder writes its shards beside the old ones under new names (g<run>: a new
+number each run); the atomic replacement of meta.json, whose list is all that readers use, then
+switches the folder to them in one step, and only then are the old shards removed. A failure at
+any point (an error, a full disk, kill -9, a power cut) leaves the whole old dataset or the whole
+new one, at the cost of room for both meanwhile.
 """
 import os
 import signal
@@ -113,8 +112,7 @@ def make_tokenizer(cfg, parts, several_docs):
 
 
 def encode(tok, item):
-    """One piece of text as token ids, after the ids that go before it. Runs on a worker thread:
-    tiktoken releases the GIL while it encodes."""
+    """A piece's ids after those that go before it, on a worker thread (tiktoken frees the GIL)."""
     split, text, prefix, nbytes = item
     return split, np.concatenate([prefix, tok.encode_array(text)]), nbytes
 
@@ -228,11 +226,10 @@ def pydoc_corpus():
 
 
 def stdlib_corpus():
-    """The running interpreter's standard library: every .py file under sysconfig's stdlib folder,
-    its tests included and site-packages left out, one document per file in sorted path order. About
-    31 MB on CPython 3.11: real code, whose names are defined and used far apart. A file that is not
-    UTF-8 (a few encoding tests) is left out and named. The sha256 covers every path and byte, so a
-    result names exactly the corpus it was trained on."""
+    """The .py files of the running interpreter's standard library (site-packages left out), one
+    document per file in sorted path order: about 31 MB of real code, whose names are defined and
+    used far apart. Files that are not UTF-8 are left out and named; the sha256 covers every path
+    and byte, so a result names exactly the corpus it was trained on."""
     root = sysconfig.get_paths()['stdlib']
     paths = []
     for folder, dirs, names in os.walk(root):
@@ -259,11 +256,9 @@ def stdlib_corpus():
 
 
 def hashed_split(docs, val_fraction):
-    """(docs reordered: train, then val, each in its original order; the cut), or None. Val takes
-    documents in the order of their names' sha256 (a spread of the corpus, the same on every
-    machine) while they fit val_fraction of the bytes (SPLIT_TOLERANCE over at most), until they
-    hold it; None when whole documents cannot come that close (sizes too unequal): the caller cuts
-    inside one instead."""
+    """(docs as train then val, the cut), or None. Val takes documents in the order of their names'
+    sha256 (a spread of the corpus, the same on every machine) while they fit val_fraction of the
+    bytes, until they hold it; None when whole documents cannot come within SPLIT_TOLERANCE."""
     order = sorted(range(len(docs)),
                    key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
     val, size, total = set(), 0, sum(d.size for d in docs)
@@ -298,10 +293,9 @@ def shakespeare_corpus(cache_dir):
 
 
 def file_corpus(inputs):
-    """Every file the inputs name (files, directories walked in sorted order, globs), one document
-    each. A walk leaves out hidden files, entries that are not regular files, and every folder
-    prepare.py wrote (its own output, when out_dir lies inside the input). A pipe named
-    (--input=/dev/stdin) is read whole; a file that cannot be read is a UsageError naming it."""
+    """Every file the inputs name (files, folders walked in sorted order, globs), one document each.
+    A walk leaves out hidden files, what is not a regular file, and the folders prepare.py wrote
+    (its own output, when out_dir lies inside the input). A named pipe is read whole."""
     paths = []
     for pattern in inputs:
         if any(c in pattern for c in '*?['):
@@ -341,19 +335,12 @@ def file_corpus(inputs):
     docs = []
     for p in [p for p in unique if p not in walked]:
         try:
-            if not os.path.exists(p):  # a dangling link
-                raise FileNotFoundError(2, 'no such file or directory')
-            if not os.access(p, os.R_OK):
-                raise PermissionError(13, 'permission denied')
-            if os.path.isfile(p):
-                docs.append(Doc(p, os.path.getsize(p), path=p))
-            else:  # a pipe: its size is 0 until read
-                with open(p, 'rb') as f:
-                    data = f.read()
-                docs.append(Doc(p, len(data), data=data))
+            with open(p, 'rb') as f:  # (a dangling link, no permission: an OSError)
+                data = None if os.path.isfile(p) else f.read()  # a pipe's size is 0 until read
         except OSError as e:
             raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
                              "leave it out of --input") from None
+        docs.append(Doc(p, os.path.getsize(p), path=p) if data is None else Doc(p, len(data), data=data))
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
@@ -415,12 +402,11 @@ def cut_point(text, start):
 
 
 def texts(doc, start, end, errors, *, bpe):
-    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
-    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if
-    needed. A run of CUT_FREE_CHARS characters with no cut point (minified code, a base64 blob) is
-    cut anyway where the block read ends, at a character boundary: BPE on one pre-token of n bytes
-    takes ~45n bytes of memory. Only there can the ids differ from encoding the text whole (in the
-    word or two that straddle the cut); they still decode to exactly the text."""
+    """(text, bytes read so far) for bytes [start, end) of `doc`, in pieces of about PIECE_BYTES;
+    with bpe=True each ends at a cut point (see _CUT). A run of CUT_FREE_CHARS characters with no cut
+    point (minified code, a base64 blob) is cut anyway, at a character boundary: BPE on a pre-token
+    of n bytes takes ~45n bytes of memory. Only there can the ids differ from encoding the text
+    whole (the word or two that straddle the cut); they still decode to exactly the text."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in blocks(doc, start, end):
@@ -466,10 +452,8 @@ def split_parts(docs, cut):
 
 
 def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
-    """(split, text, ids that go before the text, the bytes they stand for) in corpus order. With an
-    end-of-text token (`eot`) `sep` starts every document, else it goes between documents. The bytes
-    are the text's, plus `sep_bytes` for a separator ('\\n': 1; <|endoftext|> is no text: 0): what
-    bits per byte divide by."""
+    """(split, text, ids that go before it, the bytes they stand for: what bits per byte divide by)
+    in corpus order. `sep` starts every document if `eot`, else goes between documents."""
     for n, (split, doc, start, end) in enumerate(parts):
         new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
         before = 0
