@@ -150,11 +150,7 @@ def main(argv):
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
-    # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between them
-    eot = tok.eot_token is not None
-    sep = [tok.eot_token] if eot else tok.encode('\n') if len(docs) > 1 else []
-    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot,
-                    errors=cfg.errors, bpe=isinstance(tok, TiktokenTokenizer))
+    stream = pieces(parts, tok, cfg.errors)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
     ntok, read, last = 0, 0, time.time()
@@ -451,15 +447,17 @@ def split_parts(docs, cut):
             yield 'val', d, 0, d.size
 
 
-def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
-    """(split, text, ids that go before it, the bytes they stand for: what bits per byte divide by)
-    in corpus order. `sep` starts every document if `eot`, else goes between documents."""
+def pieces(parts, tok, errors):
+    """(split, text, ids that go before it, the bytes they stand for) in corpus order. <|endoftext|>
+    starts every document (as in llm.c's fineweb.py), else '\\n' goes between documents: one byte
+    of text, where <|endoftext|> is none (the bytes are what bits per byte divide by)."""
+    eot = tok.eot_token is not None
     for n, (split, doc, start, end) in enumerate(parts):
         new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
         before = 0
-        for text, read in texts(doc, start, end, errors, bpe=bpe):
-            nbytes = read - before + (sep_bytes if new_doc else 0)
-            yield split, text, sep if new_doc else sep[:0], nbytes
+        for text, read in texts(doc, start, end, errors, bpe=isinstance(tok, TiktokenTokenizer)):
+            sep = ([tok.eot_token] if eot else tok.encode('\n')) if new_doc else []
+            yield split, text, np.array(sep, dtype=np.uint32), read - before + int(new_doc and not eot)
             new_doc, before = False, read
 
 
