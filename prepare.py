@@ -64,7 +64,7 @@ DATASETS = ('pydoc', 'stdlib', 'shakespeare', 'fineweb')
 class PrepareConfig:
     dataset: str = 'pydoc'     # pydoc | stdlib (both offline) | shakespeare | fineweb (downloaded)
     train_shards: int = 1      # fineweb: train shards to fetch, 1..103 (100M tokens, 200 MB each)
-    input: list = dataclasses.field(default_factory=list)  # files, folders, globs: not a dataset
+    input: list = dataclasses.field(default_factory=list)  # files, folders, globs; replaces dataset
     tokenizer: str = ''        # char | byte | gpt2 | path.tiktoken; '' = stdlib byte, else char
     out_dir: str = ''          # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
     val_fraction: float = 0.1  # the share of the corpus's bytes in the val split
@@ -336,7 +336,8 @@ def file_corpus(inputs):
         except OSError as e:
             raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
                              "leave it out of --input") from None
-        docs.append(Doc(p, os.path.getsize(p), path=p) if data is None else Doc(p, len(data), data=data))
+        docs.append(Doc(p, os.path.getsize(p), path=p) if data is None else
+                    Doc(p, len(data), data=data))
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
@@ -399,10 +400,10 @@ def cut_point(text, start):
 
 def texts(doc, start, end, errors, *, bpe):
     """(text, bytes read so far) for bytes [start, end) of `doc`, in pieces of about PIECE_BYTES;
-    with bpe=True each ends at a cut point (see _CUT). A run of CUT_FREE_CHARS characters with no cut
-    point (minified code, a base64 blob) is cut anyway, at a character boundary: BPE on a pre-token
-    of n bytes takes ~45n bytes of memory. Only there can the ids differ from encoding the text
-    whole (the word or two that straddle the cut); they still decode to exactly the text."""
+    with bpe=True each ends at a cut point (see _CUT). A run of CUT_FREE_CHARS characters with no
+    cut point (minified code, a base64 blob) is cut anyway, at a character boundary: BPE on a
+    pre-token of n bytes takes ~45n bytes of memory. Only there can the ids differ from encoding
+    the text whole (in the word or two across the cut); they still decode to exactly the text."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in blocks(doc, start, end):
@@ -567,23 +568,24 @@ def fineweb_problem(path):
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
 # prepare.py's shards are <split>_g<run>_<index>.bin, with a run number no file in the folder has
-# used, so a run never overwrites the shards meta.json lists (<split>_<index>.bin: from before runs)
+# used, so a run never overwrites the shards meta.json lists (<split>_<index>.bin are older);
+# LEFTOVER: the temporary files of killed runs
 PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
-LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')  # killed runs'
+LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')
 
 
 class ShardError(UsageError):
-    """A file that is not a complete token shard (truncated, corrupt, or something else entirely)."""
+    """A file that is not a complete token shard (truncated, corrupt, or something else)."""
 
 
 def shard_header(ntok, dtype):
     header = np.zeros(256, dtype=np.int32)
-    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # version 1: uint16, 2: uint32
+    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # 1: uint16, 2: uint32
     return header.tobytes()
 
 
 def load_shard(path):
-    """The tokens of one shard as a read-only np.memmap, after checking the header against the file."""
+    """One shard's tokens as a read-only np.memmap, after checking its header against the file."""
     try:
         size = os.path.getsize(path)
     except OSError:
@@ -611,7 +613,7 @@ def find_shards(data_dir, split):
     """The shard paths of `split`: those meta.json lists, else (raw llm.c shards) the sorted
     data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names)."""
     meta = read_meta(data_dir)
-    if meta and 'shards' in meta:  # only these: the files of a run that did not finish stay invisible
+    if meta and 'shards' in meta:  # only these: an unfinished run's files stay invisible
         paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
         missing = next((p for p in paths if not os.path.isfile(p)), None)
         if missing:
@@ -632,8 +634,8 @@ def open_dataset(data_dir):
     """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
     UsageError that names the prepare.py command to run."""
     if not os.path.isdir(data_dir):
-        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` first "
-                         f"or pass --data_dir=...")
+        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
+                         f"first or pass --data_dir=...")
     meta = read_meta(data_dir)
     problem = meta and tokenizer_problem(meta)
     if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
@@ -696,7 +698,8 @@ def prepare_command(data_dir):
     """The prepare.py command that writes `data_dir` (by default data/<corpus>_<tokenizer>)."""
     corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
     if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
-        out = '' if os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B') else f" --out_dir={data_dir}"
+        at_default = os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B')
+        out = '' if at_default else f" --out_dir={data_dir}"
         return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
     if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
         return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
@@ -722,8 +725,9 @@ def fingerprint(meta):
         return None
     what = {k: meta.get(k) for k in DATA_FIELDS}
     source = what['source'] if isinstance(what['source'], dict) else {}
-    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}  # where it was
-    if 'sha256' not in source:  # a source with no hash of its own (a folder of text): its tokens'
+    # not where the text was found; for a source with no hash of its own (a folder), its tokens'
+    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}
+    if 'sha256' not in source:
         what['token_sha256'] = meta.get('token_sha256')
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -830,8 +834,8 @@ class DatasetWriter:
         that rename the readers see only the old dataset, from it on only the new one."""
         self.close_shard()
         per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
-        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte, max_id=self.max_id,
-                    run=self.run, shards=self.done,
+        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte,
+                    max_id=self.max_id, run=self.run, shards=self.done,
                     token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
         fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
         atomic_write(os.path.join(self.out_dir, 'meta.json'),
@@ -873,7 +877,7 @@ class DatasetWriter:
 
     def remove_stale(self, meta):
         """Remove prepare.py's files that `meta` does not list: the previous dataset once the new
-        one is committed, and what killed runs left. A file that will not go stays for the next run."""
+        one is committed, and what killed runs left. What will not go stays for the next run."""
         keep = {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
         try:
             names = os.listdir(self.out_dir)

@@ -41,7 +41,7 @@ class CharTokenizer:
         self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)
 
     def encode_array(self, text):
-        codes = np.frombuffer(text.encode('utf-32-le'), dtype=np.uint32)  # a code point a character
+        codes = np.frombuffer(text.encode('utf-32-le'), dtype=np.uint32)  # one per character
         ids = np.searchsorted(self._codes, codes)  # the vocabulary is sorted: id = the code's rank
         unknown = (self._codes[np.minimum(ids, self.vocab_size - 1)] != codes if self.vocab_size
                    else codes >= 0)
@@ -236,10 +236,13 @@ def tokenizer_of(meta):
 
 
 def describe_tokenizer(meta):
-    """A tokenizer in a few words: 'char (65 characters)', 'tiktoken gpt2', 'raw shards (GPT-2 BPE)'."""
+    """A tokenizer in a few words: 'char (65 characters)', 'tiktoken gpt2', 'raw shards (GPT-2
+    BPE)'."""
     tok = tokenizer_of(meta)
-    if meta is None or not isinstance(tok, dict):
-        return "raw shards (GPT-2 BPE)" if meta is None else repr(tok)
+    if meta is None:
+        return "raw shards (GPT-2 BPE)"
+    if not isinstance(tok, dict):
+        return repr(tok)
     if tok.get('kind') == 'char':
         return f"char ({len(tok.get('chars', ''))} characters)"
     return ' '.join(str(tok[k]) for k in ('kind', 'name', 'ranks_sha256') if k in tok)
