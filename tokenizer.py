@@ -101,7 +101,7 @@ class TiktokenTokenizer:
 
 def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha256=None):
     """A tiktoken Encoding from a local ranks file ("base64-token rank" per line), no network. By
-    default the GPT-2 pattern, and <|endoftext|> takes the id after the last rank (GPT-2's 50256)."""
+    default the GPT-2 pattern; <|endoftext|> takes the id after the last rank (GPT-2's 50256)."""
     import tiktoken
     try:
         data = pathlib.Path(path).read_bytes()
