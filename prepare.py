@@ -1,35 +1,37 @@
 """
 Tokenise a text corpus into binary shards that train.py reads.
 
-    python prepare.py                        # Python's reference manual, char-level: data/pydoc_char
-    python prepare.py --dataset=stdlib       # Python's standard library, 31 MB, bytes: data/stdlib_byte
+    python prepare.py                        # Python's reference manual, chars: data/pydoc_char
+    python prepare.py --dataset=stdlib       # the standard library, 31 MB, bytes: data/stdlib_byte
     python prepare.py --dataset=shakespeare  # Tiny Shakespeare, downloaded once
-    python prepare.py --input=books/ --tokenizer=gpt2  # any UTF-8 text: files, directories, globs
+    python prepare.py --dataset=fineweb --train_shards=2  # FineWeb as GPT-2 tokens, downloaded
+    python prepare.py --input=books/ --tokenizer=gpt2     # any UTF-8 text: files, folders, globs
     python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE, no network
 
-Tokenizers: char (the sorted set of the corpus's characters, kept in meta.json), byte (256 values:
-the stdlib corpus's default), or tiktoken: an encoding name such as gpt2 (tiktoken downloads it
-once; offline, point TIKTOKEN_CACHE_DIR at a copy of its cache) or a local ranks file ending in
-.tiktoken. Output: train_g1_000000.bin ... and val_g1_000000.bin ... (g<run>: a new number in each
-run) in the llm.c / modded-nanogpt shard format (a 256 x int32 header: magic 20240520, version 1 =
-uint16 tokens or 2 = uint32, token count; then the tokens), and meta.json, which lists the shards
-and says how to rebuild the tokenizer, and the tokens per byte of each split: train.py reports every
-loss in bits per byte too, so runs at char, byte and BPE level compare on one scale. Rerunning into
-the same folder is safe: the new shards go beside the old ones under new names, and the atomic
-replacement of meta.json switches the folder from the old dataset to the new in one step (the
-readers use only the shards meta.json lists); only then are the old shards removed. So a failure at
-any point (an error, a full disk, kill -9, a power cut) leaves the complete old dataset or the
-complete new one, at the cost of room for both while the new one is written.
+Tokenizers: char (the corpus's characters), byte (256 values), or tiktoken: an encoding name such
+as gpt2 (downloaded once; offline, set TIKTOKEN_CACHE_DIR to a copy of its cache) or a local
+.tiktoken ranks file. The shards (train_g1_000000.bin ..., val_g1_000000.bin ...) are in llm.c's
+format: a 256 x int32 header (magic 20240520, version 1 = uint16 tokens or 2 = uint32, token
+count), then the tokens. meta.json lists them, says how to rebuild the tokenizer and gives each
+split's tokens per byte: train.py reports losses in bits per byte too, so that char, byte and BPE
+runs compare on one scale.
+
+A rerun into the same folder writes its shards beside the old ones under new names (g<run>: a new
+number each run); the atomic replacement of meta.json, whose list is all that readers use, then
+switches the folder to them in one step, and only then are the old shards removed. A failure at
+any point (an error, a full disk, kill -9, a power cut) leaves the whole old dataset or the whole
+new one, at the cost of room for both meanwhile.
 """
 import os
 import signal
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+if __name__ == "__main__":  # Ctrl-C while the imports below load: exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import bisect
 import codecs
 import collections
+import contextlib
 import dataclasses
 import functools
 import glob
@@ -48,10 +50,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from configurator import (UsageError, atomic_write, fsync_dir, lock_folder, parse_config, require, run_main,
-                          write_error)
-from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name, tiktoken_from_file,
-                       tokenizer_problem)
+from configurator import (UsageError, atomic_write, fsync_dir, lock_folder, parse_config, require,
+                          run_main, write_error)
+from tokenizer import (ByteTokenizer, CharTokenizer, TiktokenTokenizer, tiktoken_by_name,
+                       tiktoken_from_file, tokenizer_problem)
 
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
@@ -60,33 +62,37 @@ DATASETS = ('pydoc', 'stdlib', 'shakespeare', 'fineweb')
 
 @dataclasses.dataclass
 class PrepareConfig:
-    dataset: str = 'pydoc'       # pydoc | stdlib (both inside Python: offline) | shakespeare | fineweb (downloaded)
-    train_shards: int = 1        # fineweb: train shards to download, 100M GPT-2 tokens (200 MB) each, 1..103
-    input: list = dataclasses.field(default_factory=list)  # files, directories, globs; replaces dataset
-    tokenizer: str = ''          # char | byte | tiktoken name (gpt2) | path.tiktoken; '' = stdlib byte, else char
-    out_dir: str = ''            # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
-    val_fraction: float = 0.1    # the share of the corpus's bytes in the val split
-    split: str = 'auto'          # val: 'hashed' (whole files, picked by a hash of their names), 'last' (the end); auto: hashed for several files
+    dataset: str = 'pydoc'     # pydoc | stdlib (both offline) | shakespeare | fineweb (downloaded)
+    train_shards: int = 1      # fineweb: train shards to fetch, 1..103 (100M tokens, 200 MB each)
+    input: list = dataclasses.field(default_factory=list)  # files, folders, globs; replaces dataset
+    tokenizer: str = ''        # char | byte | gpt2 | path.tiktoken; '' = stdlib byte, else char
+    out_dir: str = ''          # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
+    val_fraction: float = 0.1  # the share of the corpus's bytes in the val split
+    split: str = 'auto'        # val: hashed (whole files) | last (the end) | auto (hashed for several files)
     shard_tokens: int = 100_000_000  # tokens per shard file at most (at least 65,536)
-    errors: str = 'strict'       # invalid UTF-8: 'strict' (an error) | 'replace' (with U+FFFD)
-    workers: int = 0             # encoding threads; 0 = one per core
+    errors: str = 'strict'     # invalid UTF-8: 'strict' (an error) | 'replace' (with U+FFFD)
+    workers: int = 0           # encoding threads; 0 = one per core
     cache_dir: str = 'data/downloads'  # where --dataset=shakespeare is kept
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or pass "
-                             "--input=PATH")
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or "
+                             "pass --input=PATH")
         stdlib = self.dataset == 'stdlib' and not self.input
         if self.dataset == 'fineweb' and self.tokenizer not in ('', 'gpt2'):
-            raise ValueError(f"--dataset=fineweb is GPT-2 tokens already; leave out --tokenizer={self.tokenizer}")
-        self.tokenizer = self.tokenizer or ('byte' if stdlib else 'gpt2' if self.dataset == 'fineweb' else 'char')
-        require(self, 'train_shards', lambda v: 1 <= v <= FINEWEB['shards'], f"must be in 1..{FINEWEB['shards']}")
+            raise ValueError("--dataset=fineweb is GPT-2 tokens already; leave out "
+                             f"--tokenizer={self.tokenizer}")
+        default = 'byte' if stdlib else 'gpt2' if self.dataset == 'fineweb' else 'char'
+        self.tokenizer = self.tokenizer or default
+        require(self, 'train_shards', lambda v: 1 <= v <= FINEWEB['shards'],
+                f"must be in 1..{FINEWEB['shards']}")
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
-        if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:  # tiny: thousands of files, few windows
+        if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
                              f"{MIN_SHARD_TOKENS:,} and 2**31 - 1 (the default is 100,000,000)")
         require(self, 'errors', lambda v: v in ('strict', 'replace'), "must be strict or replace")
-        require(self, 'split', lambda v: v in ('auto', 'hashed', 'last'), "must be auto, hashed or last")
+        require(self, 'split', lambda v: v in ('auto', 'hashed', 'last'),
+                "must be auto, hashed or last")
         require(self, 'workers', lambda v: v >= 0, "must be >= 0 (0 = one per core)")
 
 
@@ -106,36 +112,19 @@ def make_tokenizer(cfg, parts, several_docs):
 
 
 def encode(tok, item):
-    """One piece of text as token ids, after the ids that go before it. Runs on a worker thread:
-    tiktoken releases the GIL while it encodes."""
+    """A piece's ids after those that go before it, on a worker thread (tiktoken frees the GIL)."""
     split, text, prefix, nbytes = item
     return split, np.concatenate([prefix, tok.encode_array(text)]), nbytes
 
 
-def download(cfg, argv, t0):
-    """--dataset=fineweb: shards fetched (and checked) as they are, committed by one meta.json."""
-    out_dir = cfg.out_dir or os.path.join('data', 'fineweb10B')
-    makedirs(out_dir)
-    lock = lock_folder(out_dir, 'a dataset')
-    try:
-        meta = fetch_fineweb(out_dir, cfg.train_shards)
-        meta['command'] = shlex.join(['python', sys.argv[0], *argv])
-        atomic_write(os.path.join(out_dir, 'meta.json'),
-                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
-    finally:
-        os.close(lock)
-    print(f"{out_dir}: {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of FineWeb "
-          f"(GPT-2 BPE, {len(meta['shards']['train'])} train shard(s)) in {time.time() - t0:.0f}s")
-    return meta
-
-
 def main(argv):
     cfg = parse_config(PrepareConfig, argv, doc=__doc__)
-    t0 = time.time()
+    t0, command = time.time(), shlex.join(['python', sys.argv[0], *argv])
     if cfg.input and cfg.dataset != 'pydoc':
         raise UsageError("pass either --dataset or --input, not both")
     if cfg.dataset == 'fineweb':
-        return download(cfg, argv, t0)
+        return fetch_fineweb(cfg.out_dir or os.path.join('data', 'fineweb10B'), cfg.train_shards,
+                             command, t0)
     docs, source = (file_corpus(cfg.input) if cfg.input else
                     stdlib_corpus() if cfg.dataset == 'stdlib' else
                     shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else
@@ -144,26 +133,24 @@ def main(argv):
     if not total:
         raise UsageError(f"the corpus is empty ({', '.join(cfg.input) or cfg.dataset} has no text)")
     source.update(documents=len(docs), bytes=total)
-    # val: whole documents picked by a hash of their names, spread over the corpus (the stdlib, a folder
-    # of your files: not all of one package), or the corpus's last part (one file; pydoc's topics)
-    hashed = cfg.split == 'hashed' or cfg.split == 'auto' and (source['name'] == 'stdlib' or cfg.input and len(docs) > 1)
+    # val: whole documents picked by a hash of their names, spread over the corpus (the stdlib, a
+    # folder of your files: not all of one package), or the corpus's last part (one file; pydoc)
+    hashed = cfg.split == 'hashed' or cfg.split == 'auto' and (source['name'] == 'stdlib'
+                                                               or cfg.input and len(docs) > 1)
     if hashed and len(docs) < 2:
-        raise UsageError("--split=hashed picks whole files for val, and this corpus is one; use --split=last")
+        raise UsageError("--split=hashed picks whole files for val, and this corpus is one; "
+                         "use --split=last")
     split = hashed_split(docs, cfg.val_fraction) if hashed else None
-    if hashed and split is None:  # whole files cannot hold val_fraction (sizes too unequal): cut inside one
+    if hashed and split is None:
         print(f"prepare: whole files cannot make val_fraction={cfg.val_fraction:g} within "
-              f"{SPLIT_TOLERANCE:.0%} (their sizes are too unequal): val is the last {cfg.val_fraction:g} of the "
-              "bytes instead, as --split=last makes it", file=sys.stderr)
+              f"{SPLIT_TOLERANCE:.0%} (their sizes are too unequal): val is the last "
+              f"{cfg.val_fraction:g} of the bytes instead, as --split=last makes it",
+              file=sys.stderr)
     docs, cut = split or (docs, plan_split(docs, cfg.val_fraction))
     parts = list(split_parts(docs, cut))
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
-    # <|endoftext|> starts every document (as in llm.c's fineweb.py), else '\n' goes between
-    # documents
-    eot = tok.eot_token is not None
-    sep = [tok.eot_token] if eot else tok.encode('\n') if len(docs) > 1 else []
-    stream = pieces(parts, sep=np.array(sep, dtype=np.uint32), sep_bytes=0 if eot else 1, eot=eot,
-                    errors=cfg.errors, bpe=isinstance(tok, TiktokenTokenizer))
+    stream = pieces(parts, tok, cfg.errors)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
     ntok, read, last = 0, 0, time.time()
@@ -180,7 +167,7 @@ def main(argv):
                                'vocab_size': tok.vocab_size, 'eot_token': tok.eot_token,
                                'dtype': np.dtype(dtype).name, 'source': source,
                                'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
-                               'command': shlex.join(['python', sys.argv[0], *argv])})
+                               'command': command})
     print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
           f"{source['name']} to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, "
           f"{meta['tokens_per_byte']['val']:.3f} val tokens per byte, "
@@ -194,7 +181,9 @@ SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/da
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 SHAKESPEARE_BYTES = 1115394
 PIECE_BYTES = 1 << 20  # text is read, decoded and encoded in pieces of about 1 MB
-CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) for this long is cut anyway (bounds memory)
+CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) this long is cut anyway (memory)
+SPLIT_TOLERANCE = 0.25  # a split by whole files holds val_fraction within 25% of it, or is not made
+PYTHON = '{}.{}.{}'.format(*sys.version_info[:3])
 
 
 @dataclasses.dataclass
@@ -228,23 +217,21 @@ def pydoc_corpus():
     from pydoc_data.topics import topics  # Python's reference manual, in every CPython
     texts = {key: topics[key].encode() for key in sorted(topics)}
     docs = [Doc(f"pydoc_data.topics[{key!r}]", len(data), data=data) for key, data in texts.items()]
-    v = sys.version_info
-    return docs, {'name': 'pydoc', 'description': f"the Python {v.major}.{v.minor}.{v.micro} "
-                                                  "reference manual (pydoc_data.topics), one "
-                                                  "document per topic in sorted key order"}
+    return docs, {'name': 'pydoc', 'description': f"the Python {PYTHON} reference manual "
+                  "(pydoc_data.topics), one document per topic in sorted key order"}
 
 
 def stdlib_corpus():
-    """The running interpreter's standard library: every .py file under sysconfig's stdlib folder, its test
-    suite included and vendored packages (site-packages) left out, one document per file in sorted relative
-    path order. About 31 MB on CPython 3.11: real code, whose names are defined and used far apart. A file
-    that is not UTF-8 (a few encoding tests) is left out and named. The sha256 covers every path and byte,
-    so a result names exactly the corpus it was trained on."""
+    """The .py files of the running interpreter's standard library (site-packages left out), one
+    document per file in sorted path order: about 31 MB of real code, whose names are defined and
+    used far apart. Files that are not UTF-8 are left out and named; the sha256 covers every path
+    and byte, so a result names exactly the corpus it was trained on."""
     root = sysconfig.get_paths()['stdlib']
     paths = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in ('site-packages', 'dist-packages', '__pycache__'))
-        paths += [os.path.relpath(os.path.join(folder, n), root) for n in names if n.endswith('.py')]
+        dirs[:] = sorted(set(dirs) - {'site-packages', 'dist-packages', '__pycache__'})
+        paths += [os.path.relpath(os.path.join(folder, n), root) for n in names
+                  if n.endswith('.py')]
     docs, skipped, h = [], [], hashlib.sha256()
     for rel in sorted(p.replace(os.sep, '/') for p in paths):
         try:
@@ -254,27 +241,22 @@ def stdlib_corpus():
         except (OSError, UnicodeDecodeError):  # unreadable, or not UTF-8: not part of the corpus
             skipped.append(rel)
             continue
-        if not data:  # an empty __init__.py: no text, no document
-            continue
-        h.update(rel.encode() + b'\0' + len(data).to_bytes(8, 'little') + data)
-        docs.append(Doc(rel, len(data), data=data))
-    v, impl = sys.version_info, sys.implementation.name
-    return docs, {'name': 'stdlib', 'python': f"{impl} {v.major}.{v.minor}.{v.micro}", 'root': root,
-                  'files': len(docs), 'bytes': sum(d.size for d in docs), 'sha256': h.hexdigest(),
-                  'skipped': skipped, 'description': f"the .py files of the {impl} {v.major}.{v.minor}.{v.micro} "
-                  "standard library (site-packages excluded), one document per file in sorted path order"}
-
-
-SPLIT_TOLERANCE = 0.25  # a split by whole files holds val_fraction of the bytes within 25% of it, or is not made
+        if data:  # (an empty __init__.py: no text, no document)
+            h.update(rel.encode() + b'\0' + len(data).to_bytes(8, 'little') + data)
+            docs.append(Doc(rel, len(data), data=data))
+    impl = sys.implementation.name
+    return docs, {'name': 'stdlib', 'python': f"{impl} {PYTHON}", 'root': root, 'files': len(docs),
+                  'bytes': sum(d.size for d in docs), 'sha256': h.hexdigest(), 'skipped': skipped,
+                  'description': f"the .py files of the {impl} {PYTHON} standard library "
+                  "(site-packages excluded), one document per file in sorted path order"}
 
 
 def hashed_split(docs, val_fraction):
-    """(docs reordered, the cut), or None: val is documents taken in the order of their names' sha256 (a
-    spread of the whole corpus, the same on every machine) while they fit val_fraction of the bytes
-    (SPLIT_TOLERANCE over it at most), until they hold it. None when whole documents cannot come within
-    SPLIT_TOLERANCE of it (files of very unequal sizes): the caller cuts inside one instead. Train documents
-    come first, then val, each in their original order."""
-    order = sorted(range(len(docs)), key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
+    """(docs as train then val, the cut), or None. Val takes documents in the order of their names'
+    sha256 (a spread of the corpus, the same on every machine) while they fit val_fraction of the
+    bytes, until they hold it; None when whole documents cannot come within SPLIT_TOLERANCE."""
+    order = sorted(range(len(docs)),
+                   key=lambda i: hashlib.sha256(docs[i].name.encode()).hexdigest())
     val, size, total = set(), 0, sum(d.size for d in docs)
     target = val_fraction * total
     for i in order:
@@ -307,10 +289,9 @@ def shakespeare_corpus(cache_dir):
 
 
 def file_corpus(inputs):
-    """Every file the inputs name (files, directories walked in sorted order, globs), one document each.
-    A directory walk leaves out hidden files and every folder prepare.py wrote (meta.json beside shards:
-    its own output, when out_dir lies inside the input). A pipe (--input=/dev/stdin) is read whole; a
-    file that cannot be read (a dangling link, no permission) is a UsageError naming it."""
+    """Every file the inputs name (files, folders walked in sorted order, globs), one document each.
+    A walk leaves out hidden files, what is not a regular file, and the folders prepare.py wrote
+    (its own output, when out_dir lies inside the input). A named pipe is read whole."""
     paths = []
     for pattern in inputs:
         if any(c in pattern for c in '*?['):
@@ -325,42 +306,38 @@ def file_corpus(inputs):
             if not os.path.isdir(m):
                 paths.append(m)
                 continue
-            for root, dirs, names in os.walk(m):  # a directory: every file below it, hidden ones aside
+            for root, dirs, names in os.walk(m):
                 if 'meta.json' in names and any(PREPARED.fullmatch(n) for n in names):
-                    print(f"prepare: leaving out {root}: a dataset prepare.py wrote", file=sys.stderr)
+                    print(f"prepare: leaving out {root}: a dataset prepare.py wrote",
+                          file=sys.stderr)
                     dirs[:] = []
                     continue
                 dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
                 paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
-    unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]  # first mention wins
+    # each file once, however often named (the first mention's path)
+    unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]
     named = {os.path.realpath(m) for m in inputs if os.path.exists(m) and not os.path.isdir(m)}
     special = [p for p in unique if os.path.exists(p) and not os.path.isfile(p)]
     walked = [p for p in special if os.path.realpath(p) not in named]
-    if walked:  # a device, pipe or socket (or a link to one) found in a folder: never read (it may not end)
-        print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that are not regular "
-              f"files (devices, pipes, sockets, links to them): {', '.join(walked[:3])}"
-              f"{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
+    if walked:  # a device, pipe or socket (or a link to one) in a folder: not read, it may not end
+        print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that "
+              f"are not regular files (devices, pipes, sockets, links to them): "
+              f"{', '.join(walked[:3])}{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
     for p in special:
         if os.path.realpath(p) in named and not stat.S_ISFIFO(os.stat(p).st_mode):
-            raise UsageError(f"--input={p!r} is not a regular file (a device or socket: reading it may never "
-                             "end); name a file, a folder, or a pipe such as /dev/stdin")
-    unique = [p for p in unique if p not in walked]
+            raise UsageError(f"--input={p!r} is not a regular file (a device or socket: "
+                             "reading it may never end); name a file, a folder, or a pipe such "
+                             "as /dev/stdin")
     docs = []
-    for p in unique:
+    for p in [p for p in unique if p not in walked]:
         try:
-            if not os.path.exists(p):  # a dangling link
-                raise FileNotFoundError(2, 'no such file or directory')
-            if not os.access(p, os.R_OK):
-                raise PermissionError(13, 'permission denied')
-            if os.path.isfile(p):
-                docs.append(Doc(p, os.path.getsize(p), path=p))
-            else:  # a pipe or a device: its size is 0 until read
-                with open(p, 'rb') as f:
-                    data = f.read()
-                docs.append(Doc(p, len(data), data=data))
+            with open(p, 'rb') as f:  # (a dangling link, no permission: an OSError)
+                data = None if os.path.isfile(p) else f.read()  # a pipe's size is 0 until read
         except OSError as e:
             raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
                              "leave it out of --input") from None
+        docs.append(Doc(p, os.path.getsize(p), path=p) if data is None else
+                    Doc(p, len(data), data=data))
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
@@ -400,18 +377,13 @@ def plan_split(docs, val_fraction):
 
 
 # Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of
-# encoding it
-# whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's, cl100k's, o200k's)
-# all end
-# a piece, whatever follows. That is after a letter or digit followed by whitespace, and (for text
-# with
-# none: CJK lines ending in 。, minified code) after a newline between two non-whitespace characters.
-# Not
-# after whitespace + newline: a text ending in "  \n" makes it one piece (`\s++$`) where GPT-2
-# splits it
-# ("  ", "\n") mid-text; nor before "/": o200k keeps "。\n/" together. test_prepare.py checks all
-# three.
-# Char and byte ids do not depend on context, so their text is cut anywhere.
+# encoding it whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's,
+# cl100k's, o200k's) all end a piece, whatever follows. That is after a letter or digit followed
+# by whitespace, and (for text with none: CJK lines ending in 。, minified code) after a newline
+# between two non-whitespace characters. Not after whitespace + newline: a text ending in "  \n"
+# makes it one piece (`\s++$`) where GPT-2 splits it ("  ", "\n") mid-text; nor before "/": o200k
+# keeps "。\n/" together. test_prepare.py checks all three. Char and byte ids do not depend on
+# context, so their text is cut anywhere.
 _CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
 
 
@@ -427,14 +399,11 @@ def cut_point(text, start):
 
 
 def texts(doc, start, end, errors, *, bpe):
-    """Yield (text, bytes read so far) for bytes [start, end) of `doc`, decoded in pieces of about
-    PIECE_BYTES; with bpe=True each piece ends at a cut point (see _CUT), up to the next one if needed.
-    Text that runs CUT_FREE_CHARS characters (1M) with no cut point (long minified code or JSON, a base64
-    blob, one huge run of punctuation) is cut anyway where the block read ends, at a character boundary:
-    encoding one pre-token of n bytes takes ~45n bytes of memory, so a piece must stay bounded. Only there
-    the ids can differ from encoding the text whole (the tokens of the BPE word or two that straddle such a
-    cut); the ids still decode to exactly the text. Text with a cut point every 1M characters (any prose,
-    any text with line breaks between non-blank lines) never meets this."""
+    """(text, bytes read so far) for bytes [start, end) of `doc`, in pieces of about PIECE_BYTES;
+    with bpe=True each ends at a cut point (see _CUT). A run of CUT_FREE_CHARS characters with no
+    cut point (minified code, a base64 blob) is cut anyway, at a character boundary: BPE on a
+    pre-token of n bytes takes ~45n bytes of memory. Only there can the ids differ from encoding
+    the text whole (in the word or two across the cut); they still decode to exactly the text."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in blocks(doc, start, end):
@@ -445,10 +414,9 @@ def texts(doc, start, end, errors, *, bpe):
             raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
                              f"fix the file or pass --errors=replace") from None
         pos += len(block)
-        # the carry holds no cut point, so look only from its last character on (linear, not
-        # quadratic)
+        # the carry holds no cut point: look only from its last character on (linear, not quadratic)
         cut = cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
-        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway (see above)
+        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway
             cut = len(text)
         if cut:
             yield text[:cut], pos - start
@@ -456,7 +424,7 @@ def texts(doc, start, end, errors, *, bpe):
 
 
 def ordered_map(fn, items, workers):
-    """fn(item) on `workers` threads, results in order, at most 2 * workers pieces in flight (memory)."""
+    """fn(item) on `workers` threads, results in order, at most 2 * workers pieces in flight."""
     with ThreadPoolExecutor(workers) as pool:
         pending = collections.deque()
         for item in items:
@@ -468,7 +436,7 @@ def ordered_map(fn, items, workers):
 
 
 def split_parts(docs, cut):
-    """(split, doc, first byte, end byte) for every document, train first; one document may be cut in two."""
+    """(split, doc, first byte, end byte) for every document, train first; one may be cut in two."""
     k, off, _ = cut
     for i, d in enumerate(docs):
         if i < k:
@@ -480,98 +448,118 @@ def split_parts(docs, cut):
             yield 'val', d, 0, d.size
 
 
-def pieces(parts, *, sep, sep_bytes, eot, errors, bpe):
-    """(split, text, ids that go before the text, the bytes they stand for) in corpus order. With an
-    end-of-text token (`eot`) `sep` starts every document, as in llm.c's fineweb.py; else it goes between
-    documents. The bytes are the text's bytes in the corpus, plus `sep_bytes` for a separator ('\\n': 1;
-    <|endoftext|> is no text: 0): what bits per byte divide by."""
+def pieces(parts, tok, errors):
+    """(split, text, ids that go before it, the bytes they stand for) in corpus order. <|endoftext|>
+    starts every document (as in llm.c's fineweb.py), else '\\n' goes between documents: one byte
+    of text, where <|endoftext|> is none (the bytes are what bits per byte divide by)."""
+    eot = tok.eot_token is not None
     for n, (split, doc, start, end) in enumerate(parts):
         new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
         before = 0
-        for text, read in texts(doc, start, end, errors, bpe=bpe):
-            yield split, text, sep if new_doc else sep[:0], read - before + (sep_bytes if new_doc else 0)
+        for text, read in texts(doc, start, end, errors, bpe=isinstance(tok, TiktokenTokenizer)):
+            sep = ([tok.eot_token] if eot else tok.encode('\n')) if new_doc else []
+            yield split, text, np.array(sep, dtype=np.uint32), read - before + int(new_doc and not eot)
             new_doc, before = False, read
 
 
 # -----------------------------------------------------------------------------
 # FineWeb, already tokenised: llm.c's shards of GPT-2 tokens, downloaded
 
-FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin', train='fineweb_train_{:06d}.bin',
-               shards=103, description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as GPT-2 "
-                                       "tokens in llm.c's shard format, 100M tokens a shard (modded-nanogpt's)")
+FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin',
+               train='fineweb_train_{:06d}.bin', shards=103,
+               description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as "
+                           "GPT-2 tokens in llm.c's shard format, 100M tokens a shard "
+                           "(modded-nanogpt's)")
 
 
-def fetch_fineweb(out_dir, train_shards):
-    """Download the val shard and the first `train_shards` train shards of FINEWEB into out_dir (each into
-    NAME.partial, resumed where an interrupted run left it, with a progress bar), check each (magic,
-    version, token count against the file's size) before it counts, and return the dataset's meta: the
-    caller commits it as meta.json. A shard already there and whole is not fetched again. Through
-    huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror), imported only here."""
-
-    def problem(path):  # what makes a file not a shard of GPT-2 tokens, or None
-        try:
-            tokens = load_shard(path)
-        except ShardError as e:
-            return str(e).split(': ', 1)[-1]
-        if len(tokens) == 0:
-            return "it holds no tokens"
-        top = int(tokens.max())
-        return f"it holds token id {top}, beyond GPT-2's 50,257" if top >= 50257 else None
+def fetch_fineweb(out_dir, train_shards, command, t0):
+    """Download FINEWEB's val shard and first `train_shards` train shards into out_dir, each into
+    NAME.partial (a cut download resumes there) and checked before it counts, then commit them
+    with one meta.json. A shard already there and whole is not fetched again. Through
+    huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror)."""
     try:
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
         from huggingface_hub.file_download import http_get
     except ImportError:
-        raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not installed: "
-                         "pip install huggingface_hub") from None
-    endpoint = os.environ.get('HF_ENDPOINT') or None  # read now, not when huggingface_hub was imported
+        raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not "
+                         "installed: pip install huggingface_hub") from None
+    endpoint = os.environ.get('HF_ENDPOINT') or None  # now, not when huggingface_hub was imported
     names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
+    makedirs(out_dir)
+    lock = lock_folder(out_dir, 'a dataset')
     try:
-        with open(os.path.join(out_dir, 'meta.json')) as f:
-            files = dict(json.load(f)['source']['files'])  # the etags of the shards fetched before
-    except (OSError, ValueError, KeyError, TypeError):
-        files = {}
-    for name in names:
-        path = os.path.join(out_dir, name)
-        url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
-        whole = os.path.isfile(path) and problem(path) is None  # (else fetched again)
-        if whole and name in files:  # fetched, whole and committed before: no network needed
-            continue
         try:
-            info = get_hf_file_metadata(url, endpoint=endpoint)
-            files[name] = (info.etag or '').strip('"')
-            if whole and os.path.getsize(path) == info.size:
-                continue
+            with open(os.path.join(out_dir, 'meta.json')) as f:
+                etags = dict(json.load(f)['source']['files'])  # of the shards fetched before
+        except (OSError, ValueError, KeyError, TypeError):
+            etags = {}
+        for name in names:
+            path = os.path.join(out_dir, name)
             partial = path + '.partial'
-            done = os.path.getsize(partial) if os.path.isfile(partial) else 0
-            if done > (info.size or 0):  # longer than the file: not a piece of this one
-                os.remove(partial)
-                done = 0
-            with open(partial, 'ab') as f:
-                http_get(url, f, resume_size=done, expected_size=info.size, displayed_filename=name)
-                f.flush()
-                os.fsync(f.fileno())
-        except Exception as e:  # whatever the download raises (no network, HTTP errors, a full disk)
-            if isinstance(e, UsageError):
+            url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
+            whole = os.path.isfile(path) and fineweb_problem(path) is None  # (else fetched again)
+            if whole and name in etags:  # fetched, whole and committed before: no network needed
+                continue
+            try:
+                info = get_hf_file_metadata(url, endpoint=endpoint)
+                etags[name] = (info.etag or '').strip('"')
+                if whole and os.path.getsize(path) == info.size:
+                    continue
+                done = os.path.getsize(partial) if os.path.isfile(partial) else 0
+                if done > (info.size or 0):  # longer than the file: not a piece of this one
+                    os.remove(partial)
+                    done = 0
+                with open(partial, 'ab') as f:
+                    http_get(url, f, resume_size=done, expected_size=info.size,
+                             displayed_filename=name)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except UsageError:
                 raise
-            raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:160] if str(e) else 'no detail'}); what is fetched is "
-                             "kept: rerun to go on (HF_ENDPOINT=... names a mirror)") from None
-        why = problem(partial)
-        if why:  # a corrupt download never counts: removed, so a rerun fetches it again
-            os.remove(partial)
-            raise UsageError(f"{name} from {url} is not a whole shard of GPT-2 tokens ({why}); it is "
-                             "removed: rerun to fetch it again")
-        os.replace(partial, path)
-    shards = {'val': names[:1], 'train': names[1:]}
-    tokens = {s: sum(len(load_shard(os.path.join(out_dir, n))) for n in shards[s]) for s in shards}
-    max_id = {s: max(int(load_shard(os.path.join(out_dir, n)).max()) for n in shards[s]) for s in shards}
-    files = {n: files.get(n) for n in names}
-    return {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}, 'vocab_size': 50257,
-            'eot_token': 50256, 'dtype': 'uint16',
-            'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'], 'description': FINEWEB['description'],
-                       'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}", 'files': files},
-            'split': {'cut': "the dataset's own val shard"}, 'tokens': tokens, 'max_id': max_id, 'shards': shards,
-            'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of their text"}
+            except Exception as e:  # no network, HTTP errors, a full disk, ...: one line
+                detail = str(e).splitlines()[0][:160] if str(e) else 'no detail'
+                raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
+                                 f"{detail}); what is fetched is kept: rerun to go on "
+                                 "(HF_ENDPOINT=... names a mirror)") from None
+            why = fineweb_problem(partial)
+            if why:  # a corrupt download never counts: removed, so a rerun fetches it again
+                os.remove(partial)
+                raise UsageError(f"{name} from {url} is not a whole shard of GPT-2 tokens ({why}); "
+                                 "it is removed: rerun to fetch it again")
+            os.replace(partial, path)
+        shards = {'val': names[:1], 'train': names[1:]}
+        held = {n: load_shard(os.path.join(out_dir, n)) for n in names}
+        meta = {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'},
+                'vocab_size': 50257, 'eot_token': 50256, 'dtype': 'uint16',
+                'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'],
+                           'description': FINEWEB['description'],
+                           'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}",
+                           'files': {n: etags.get(n) for n in names}},
+                'split': {'cut': "the dataset's own val shard"},
+                'tokens': {s: sum(len(held[n]) for n in shards[s]) for s in shards},
+                'max_id': {s: max(int(held[n].max()) for n in shards[s]) for s in shards},
+                'shards': shards, 'bits_per_byte': "unknown: the shards hold GPT-2 tokens without "
+                                                   "the byte count of their text",
+                'command': command}
+        atomic_write(os.path.join(out_dir, 'meta.json'),
+                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+    finally:
+        os.close(lock)
+    print(f"{out_dir}: {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
+          f"FineWeb (GPT-2 BPE, {len(shards['train'])} train shard(s)) in {time.time() - t0:.0f}s")
+    return meta
+
+
+def fineweb_problem(path):
+    """What makes a file not a shard of GPT-2 tokens, or None."""
+    try:
+        tokens = load_shard(path)
+    except ShardError as e:
+        return str(e).split(': ', 1)[-1]
+    if len(tokens) == 0:
+        return "it holds no tokens"
+    top = int(tokens.max())
+    return f"it holds token id {top}, beyond GPT-2's 50,257" if top >= 50257 else None
 
 
 # -----------------------------------------------------------------------------
@@ -579,29 +567,25 @@ def fetch_fineweb(out_dir, train_shards):
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
-
-
-# prepare.py names its shards <split>_g<run>_<index>.bin, with a run number no file in the folder
-# has used, so
-# a run never overwrites the shards meta.json lists; <split>_<index>.bin are from before run numbers
+# prepare.py's shards are <split>_g<run>_<index>.bin, with a run number no file in the folder has
+# used, so a run never overwrites the shards meta.json lists (<split>_<index>.bin are older);
+# LEFTOVER: the temporary files of killed runs
 PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
-
-
-LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')  # of killed runs
+LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')
 
 
 class ShardError(UsageError):
-    """A file that is not a complete token shard (truncated, corrupt, or something else entirely)."""
+    """A file that is not a complete token shard (truncated, corrupt, or something else)."""
 
 
 def shard_header(ntok, dtype):
     header = np.zeros(256, dtype=np.int32)
-    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # version 1: uint16 tokens, 2: uint32
+    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # 1: uint16, 2: uint32
     return header.tobytes()
 
 
 def load_shard(path):
-    """The tokens of one shard as a read-only np.memmap, after checking the header against the file."""
+    """One shard's tokens as a read-only np.memmap, after checking its header against the file."""
     try:
         size = os.path.getsize(path)
     except OSError:
@@ -626,11 +610,10 @@ def load_shard(path):
 
 
 def find_shards(data_dir, split):
-    """The shard paths of `split`: those meta.json lists, else (no meta.json: raw llm.c shards) the sorted
-    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names). UsageError if
-    there are none, or if the folder is one a prepare.py run did not finish (see read_meta)."""
+    """The shard paths of `split`: those meta.json lists, else (raw llm.c shards) the sorted
+    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names)."""
     meta = read_meta(data_dir)
-    if meta and 'shards' in meta:  # only these: the files of a run that did not finish stay invisible
+    if meta and 'shards' in meta:  # only these: an unfinished run's files stay invisible
         paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
         missing = next((p for p in paths if not os.path.isfile(p)), None)
         if missing:
@@ -648,11 +631,11 @@ def find_shards(data_dir, split):
 
 
 def open_dataset(data_dir):
-    """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a UsageError that
-    names the prepare.py command to run."""
+    """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
+    UsageError that names the prepare.py command to run."""
     if not os.path.isdir(data_dir):
-        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` first "
-                         f"or pass --data_dir=...")
+        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
+                         f"first or pass --data_dir=...")
     meta = read_meta(data_dir)
     problem = meta and tokenizer_problem(meta)
     if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
@@ -660,34 +643,10 @@ def open_dataset(data_dir):
     return meta, {split: find_shards(data_dir, split) for split in ('train', 'val')}
 
 
-def meta_problem(meta):
-    """What is wrong with a parsed meta.json, or None."""
-    if not isinstance(meta, dict):
-        return f"holds a JSON {type(meta).__name__}, not an object"
-    vocab = meta.get('vocab_size')
-    if type(vocab) is not int or vocab <= 0:
-        return f"has vocab_size={vocab!r}, not a positive integer"
-    eot = meta.get('eot_token')
-    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
-        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
-    shards = meta.get('shards', {'train': [], 'val': []})
-    if not (isinstance(shards, dict) and all(
-            isinstance(shards.get(s), list) and all(isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n)
-                                                    for n in shards[s]) for s in ('train', 'val'))):
-        return "has a malformed shard list (expected shards = {'train': [file names], 'val': [file names]})"
-    top = meta.get('max_id', {})
-    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
-        return f"has a malformed max_id {top!r}"
-    for split, i in top.items():
-        if i >= vocab:
-            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
-    return None
-
-
 def read_meta(data_dir):
-    """The parsed data_dir/meta.json after checking its structure, or None when there is none (raw llm.c
-    shards). A folder with prepare.py's shard names but no meta.json is what an older prepare.py left when
-    it failed half-way: UsageError, rather than reading it as raw shards."""
+    """The parsed data_dir/meta.json after checking it, or None when there is none (raw llm.c
+    shards). prepare.py's shard names without a meta.json are what an older prepare.py left when it
+    failed half-way: a UsageError, rather than reading them as raw shards."""
     path = os.path.join(data_dir, 'meta.json')
     if not os.path.isfile(path):
         try:
@@ -710,11 +669,37 @@ def read_meta(data_dir):
     return meta
 
 
+def meta_problem(meta):
+    """What is wrong with a parsed meta.json, or None."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    vocab = meta.get('vocab_size')
+    if type(vocab) is not int or vocab <= 0:
+        return f"has vocab_size={vocab!r}, not a positive integer"
+    eot = meta.get('eot_token')
+    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
+        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
+    shards = meta.get('shards', {'train': [], 'val': []})
+    if not (isinstance(shards, dict) and all(isinstance(shards.get(s), list) and all(
+            isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n) for n in shards[s])
+            for s in ('train', 'val'))):
+        return ("has a malformed shard list (expected shards = {'train': [file names], "
+                "'val': [file names]})")
+    top = meta.get('max_id', {})
+    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
+        return f"has a malformed max_id {top!r}"
+    for split, i in top.items():
+        if i >= vocab:
+            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
+    return None
+
+
 def prepare_command(data_dir):
-    """The prepare.py command that writes `data_dir` (prepare.py's default is data/<corpus>_<tokenizer>)."""
+    """The prepare.py command that writes `data_dir` (by default data/<corpus>_<tokenizer>)."""
     corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
     if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
-        out = '' if os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B') else f" --out_dir={data_dir}"
+        at_default = os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B')
+        out = '' if at_default else f" --out_dir={data_dir}"
         return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
     if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
         return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
@@ -728,28 +713,28 @@ def prepare_command(data_dir):
     return ' '.join(['python prepare.py', *args])
 
 
-# what in meta.json says which data it is (not the shard files' names, the command that wrote them,
-# nor fields a later prepare.py may add)
+# what in meta.json says which data it is (not the shards' names, the command that wrote them, nor
+# fields a later prepare.py may add)
 DATA_FIELDS = ('tokenizer', 'vocab_size', 'source', 'split', 'tokens', 'bytes')
 
 
 def fingerprint(meta):
-    """12 hex digits naming the data a meta.json describes (tokenizer, source, split, token counts) and
-    not where it lies or which prepare.py run wrote it: two folders prepared from the same text agree,
-    another corpus with the same tokenizer does not. None for raw shards (no meta.json)."""
+    """12 hex digits naming the data a meta.json describes, not where it lies or which run wrote it:
+    two folders prepared from the same text agree. None for raw shards (no meta.json)."""
     if meta is None:
         return None
     what = {k: meta.get(k) for k in DATA_FIELDS}
     source = what['source'] if isinstance(what['source'], dict) else {}
-    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}  # where it was found
-    if 'sha256' not in source:  # a source with no hash of its own (a folder of text): its tokens' hash
+    # not where the text was found; for a source with no hash of its own (a folder), its tokens'
+    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}
+    if 'sha256' not in source:
         what['token_sha256'] = meta.get('token_sha256')
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def describe_data(meta, data_dir=None):
-    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': which data a meta.json
-    describes, in a few words; 'data 0123456789ab' (its fingerprint) where it names no source."""
+    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': the data in a few words;
+    'data 0123456789ab' (its fingerprint) where meta.json names no source."""
     if meta is None:
         return f"raw shards{f' in {data_dir}' if data_dir else ''}"
     source = meta.get('source') if isinstance(meta.get('source'), dict) else {}
@@ -765,29 +750,26 @@ def describe_data(meta, data_dir=None):
 class DatasetWriter:
     """
     A new dataset in `out_dir`, committed in one step or not at all:
-        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:   # open
-            w.add('train', ids) ...                                       # shards of a new generation
-            w.commit(meta)                                                # meta.json lists them: the switch
-    Leaving the block without commit() (an error, Ctrl-C) removes what this run wrote (discard), and
-    the folder keeps its old dataset. One run at a time: the folder is locked for the block (a
-    second prepare.py into it is refused with one line naming the first). Shards are named
-    <split>_g<run>_<index>.bin with a run number no file in the folder has used, invisible to
-    readers until meta.json lists them (their header says 0 tokens until complete). Any OSError
-    becomes a one-line UsageError naming the file.
+        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # lock the folder
+            w.add('train', ids, nbytes) ...  # write shards <split>_g<run>_<index>.bin
+            w.commit(meta)                   # meta.json lists them: the switch; the old shards go
+    The new shards are invisible to readers until meta.json lists them (and their header says 0
+    tokens until they are complete). Leaving the block without commit() (an error, Ctrl-C) removes
+    what this run wrote: the folder keeps its old dataset. A second prepare.py into the folder is
+    refused with one line naming the first. Any OSError becomes a one-line UsageError.
     """
 
     def __init__(self, out_dir, *, dtype, shard_tokens):
         self.out_dir, self.dtype, self.limit = out_dir, np.dtype(dtype), shard_tokens
-        self.created, self.paths, self.committed = [], [], False  # folders and files this run made
+        self.paths, self.committed = [], False  # the files this run made
         self.done = {'train': [], 'val': []}  # names of complete shards
         self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
+        self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens
         self.max_id = {}
-        self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens, in order
         self.f, self.split, self.n = None, None, 0  # the shard being written
-        self.lock = None
 
     def __enter__(self):
-        self.created = makedirs(self.out_dir)
+        self.created = makedirs(self.out_dir)  # the folders this run made
         try:
             self.lock = lock_folder(self.out_dir, 'a dataset')
         except UsageError:
@@ -795,21 +777,21 @@ class DatasetWriter:
             raise
         try:
             old = read_meta(self.out_dir)
-        except UsageError:  # unreadable or half-written: replaced below, nothing in it is listed to keep
+        except UsageError:  # unreadable or half-written: replaced below, nothing in it to keep
             old = None
         if old and 'shards' in old:  # what killed runs left takes space the new shards need
-            self.remove_stale(listed(old))
+            self.remove_stale(old)
         try:
             names = os.listdir(self.out_dir)
         except OSError as e:
             raise UsageError(f"cannot read --out_dir={self.out_dir!r}: {e.strerror or e}") from None
-        # 1 + the highest run number among the folder's shard names: the new shards collide with
-        # nothing
-        self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m), default=0)
+        # a run number above every one in the folder's shard names: the new shards collide with none
+        self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m),
+                           default=0)
         return self
 
     def add(self, split, ids, nbytes):
-        """Append token ids to `split`; `nbytes`: the bytes of text they stand for (for bits per byte)."""
+        """Append token ids to `split`; `nbytes`: the bytes of text they stand for."""
         self.bytes[split] += nbytes
         if len(ids):
             self.max_id[split] = max(self.max_id.get(split, -1), int(ids.max()))
@@ -848,63 +830,55 @@ class DatasetWriter:
         self.f, self.n = None, 0
 
     def commit(self, meta):
-        """Complete `meta` with the shard list and counts and make it the folder's meta.json: until that
-        rename the readers see only the old dataset; from it on, only the new one. Then the old shards go."""
+        """Complete `meta` with the shard list and counts and make it the folder's meta.json: until
+        that rename the readers see only the old dataset, from it on only the new one."""
         self.close_shard()
         per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
-        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte, max_id=self.max_id, run=self.run,
-                    shards=self.done, token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
+        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte,
+                    max_id=self.max_id, run=self.run, shards=self.done,
+                    token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
         fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
         atomic_write(os.path.join(self.out_dir, 'meta.json'),
                      lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
         self.committed = True
         fsync_dir(self.out_dir)  # the new meta.json is durable before the old shards go
-        self.remove_stale(listed(meta))
+        self.remove_stale(meta)
         return meta
 
     def __exit__(self, kind, e, tb):
         try:
-            return self.finish(kind, e)
-        finally:
-            if self.lock is not None:
-                os.close(self.lock)
-
-    def finish(self, kind, e):
-        if self.committed or kind is None:
-            return False
-        try:  # ^C can land just after the rename: then the new dataset is the folder's
-            if (read_meta(self.out_dir) or {}).get('run') == self.run:
+            if self.committed or kind is None:
                 return False
-        except UsageError:
-            pass
-        self.discard()
-        if isinstance(e, OSError):  # reading the input, say; writing the shards raises UsageError
-            raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
-        return False
+            try:  # ^C can land just after the rename: then the new dataset is the folder's
+                if (read_meta(self.out_dir) or {}).get('run') == self.run:
+                    return False
+            except UsageError:
+                pass
+            self.discard()
+            if isinstance(e, OSError):  # reading the input, say (writing raises UsageError)
+                raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
+            return False
+        finally:
+            os.close(self.lock)
 
     def discard(self):
-        """Remove every file and folder this run made. Closing may raise again (a full disk fails the
-        flush of what is still buffered), and is only a means to the removal."""
+        """Remove every file and folder this run made; what will not go is invisible anyway, and
+        the next run removes it. (Closing may raise again: a full disk fails the flush.)"""
         if self.f is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.f.close()
-            except OSError:
-                pass
             self.f = None
         for path in self.paths:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(path)
-            except OSError:
-                pass  # gone already, or not removable: invisible anyway, the next run removes it
         for d in self.created:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(d)  # only if empty
-            except OSError:
-                pass
 
-    def remove_stale(self, keep):
-        """Remove prepare.py's files that meta.json does not list: the previous dataset once the new one
-        is committed, and what killed runs left. A file that will not go stays (invisible) for the next run."""
+    def remove_stale(self, meta):
+        """Remove prepare.py's files that `meta` does not list: the previous dataset once the new
+        one is committed, and what killed runs left. What will not go stays for the next run."""
+        keep = {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
         try:
             names = os.listdir(self.out_dir)
         except OSError:
@@ -914,11 +888,8 @@ class DatasetWriter:
                 try:
                     os.remove(os.path.join(self.out_dir, name))
                 except OSError as e:
-                    print(f"prepare: could not remove {name} ({e.strerror}); the next run will", file=sys.stderr)
-
-
-def listed(meta):
-    return {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
+                    print(f"prepare: could not remove {name} ({e.strerror}); the next run will",
+                          file=sys.stderr)
 
 
 def makedirs(path):
