@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from configurator import UsageError, config_paths, parse_config, require, run_main, split_flags
+from configurator import (UsageError, config_paths, parse_config, regular_file, require, run_main,
+                          split_flags)
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, decode_threads, stream
@@ -179,15 +180,16 @@ def load_reference(path):
     """The module a --reference file defines, checked for nanoGPT's interface: a one-line error
     otherwise."""
     import importlib.util
-    if not os.path.isfile(path):
-        raise UsageError(f"--reference={path!r} not found; fetch the model file to compare with "
-                         "(e.g. nanoGPT's model.py) and name it")
+    regular_file(path, "--reference (a model file with nanoGPT's interface, e.g. its model.py)")
+    if not path.endswith('.py'):
+        raise UsageError(f"--reference={path!r} is not a Python file (.py): name nanoGPT's model.py "
+                         "or a file with its interface")
     spec = importlib.util.spec_from_file_location('reference_model', path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # its own import or syntax error: one line
-        why = f"{type(e).__name__}: {e}".splitlines()[0]
+    except (Exception, SystemExit) as e:  # its own import or syntax error, or an exit: one line
+        why = f"{type(e).__name__}: {e}".splitlines()[0] if str(e) else type(e).__name__
         raise UsageError(f"--reference={path!r} failed to load: {why}") from None
     missing = [n for n in ('GPTConfig', 'GPT') if not hasattr(module, n)]
     if not missing and not hasattr(module.GPT, 'configure_optimizers'):
@@ -215,20 +217,27 @@ def side_by_side(bench, overrides):
              if dataclasses.is_dataclass(ref.GPTConfig) else set(shape))
     models = {}
     theirs = {k: v for k, v in shape.items() if k in known}
-    for name, build in (('ours (gpt)', lambda: GPT(mcfg)),
-                        ('reference', lambda: ref.GPT(ref.GPTConfig(**theirs)))):
-        torch.manual_seed(0)
-        # what the reference prints as it builds (nanoGPT's counts) goes to stderr, not into --json
-        with contextlib.redirect_stdout(sys.stderr):
-            model = build().to(device)
-            opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2),
-                                             device_type)
-        models[name] = (torch.compile(model) if cfg.compile else model, opt, model)
     ctx = autocast_context(device_type, dtype)
     scaler = torch.amp.GradScaler(device_type, enabled=dtype == 'float16')
     T = mcfg.block_size
     x = torch.randint(0, mcfg.vocab_size, (cfg.batch_size, T + 1), device=device)
     x, y = x[:, :-1].contiguous(), x[:, 1:].contiguous()  # as a data loader gives them
+    for name, build in (('ours (gpt)', lambda: GPT(mcfg)),
+                        ('reference', lambda: ref.GPT(ref.GPTConfig(**theirs)))):
+        torch.manual_seed(0)
+        # what the reference prints as it builds (nanoGPT's counts) goes to stderr, not into --json
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                model = build().to(device)
+                opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2),
+                                                 device_type)
+                train_step(model, x, y, ctx, scaler, opt)  # a step of it, or a line why not
+        except Exception as e:  # a GPTConfig, GPT or forward unlike nanoGPT's: one line
+            why = f"{type(e).__name__}: {e}".splitlines()[0]
+            raise UsageError(f"the {name} model does not build or train as nanoGPT's interface "
+                             f"does (GPTConfig(**shape), GPT(config), forward(idx, targets) -> "
+                             f"(logits, loss)): {why}") from None
+        models[name] = (torch.compile(model) if cfg.compile else model, opt, model)
     for step_model, opt, _ in models.values():
         for _ in range(bench.warmup):
             train_step(step_model, x, y, ctx, scaler, opt)

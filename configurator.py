@@ -263,6 +263,17 @@ def keys_given(argv):
     return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
 
 
+def regular_file(path, what):
+    """`path` if it is a regular file; else a UsageError naming `what` (the flag that named it): not
+    found, or a folder, device, pipe or socket, never read (/dev/zero has no end)."""
+    if os.path.isfile(path):
+        return path
+    if not os.path.exists(path):
+        raise UsageError(f"{what} {path!r} not found")
+    kind = 'a folder' if os.path.isdir(path) else 'not a regular file (a device, pipe or socket)'
+    raise UsageError(f"{what} {path!r} is {kind}; name a file")
+
+
 def atomic_write(path, write, *, then=''):
     """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a
     crash mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on

@@ -21,9 +21,8 @@ import torch
 import torch.distributed as dist
 
 from configurator import UsageError, atomic_write, disk_full, fsync_dir, lock_folder, write_error
+from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPT, GPTConfig, count_params
-from prepare import describe_data, fingerprint
-from tokenizer import describe_tokenizer, tokenizer_of
 
 
 CHECKPOINT_FORMAT = 1

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from configurator import UsageError, atomic_write, parse_config, require, run_main
+from configurator import UsageError, atomic_write, parse_config, regular_file, require, run_main
 from guards import load_checkpoint, model_from_checkpoint, resolve_device
 from sample import checkpoint_path, tokenizer_for
 from train import DTYPES, Distributed, autocast_context, resolve_dtype
@@ -97,10 +97,7 @@ def items_file(cfg):
     """The items' jsonl: --input, else the copy downloaded before, else downloaded now
     (atomically)."""
     if cfg.input:
-        if not os.path.isfile(cfg.input):
-            raise UsageError(f"--input={cfg.input!r} not found; pass HellaSwag's "
-                             "hellaswag_val.jsonl")
-        return cfg.input
+        return regular_file(cfg.input, "--input (HellaSwag's hellaswag_val.jsonl)")
     path = os.path.join('data', 'hellaswag', os.path.basename(cfg.url))
     if not os.path.isfile(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -32,11 +32,10 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from configurator import UsageError, help_text, parse_config, run_main
+from configurator import UsageError, help_text, parse_config, regular_file, run_main
+from dataset import load_tokenizer, read_meta
 from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
 from model import DecodeCache
-from prepare import read_meta
-from tokenizer import load_tokenizer
 from train import DTYPES, TrainConfig, autocast_context, resolve_dtype
 
 
@@ -105,7 +104,7 @@ def parse_args(argv):
 def read_start(start, tok):
     """(prompt text to print, its token ids). FILE:path reads the prompt from a file."""
     if start.startswith('FILE:'):
-        path = start[len('FILE:'):]
+        path = regular_file(start[len('FILE:'):], '--start=FILE:')
         try:
             with open(path, encoding='utf-8') as f:
                 start = f.read()
@@ -149,6 +148,8 @@ def main(argv):
         print(help_text(SampleConfig, USAGE, __doc__))
         return
     cfg = parse_args(argv)
+    if cfg.start.startswith('FILE:'):  # a device or pipe is never read (/dev/zero has no end)
+        regular_file(cfg.start[len('FILE:'):], '--start=FILE:')
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)

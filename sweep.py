@@ -58,7 +58,8 @@ from configurator import (UsageError, config_paths, exec_config_file, keys_given
 from guards import config_from_dict, peek, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops, count_params
-from prepare import open_dataset, describe_data, fingerprint, read_meta, sha256_file
+from dataset import describe_data, fingerprint, open_dataset, read_meta
+from prepare import sha256_file
 from report import RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log, run_summary
 from stats import ARCH, append_record, best_lr, check_writable, read_results, run_id, tuned_lrs
 from train import TrainConfig

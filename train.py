@@ -35,12 +35,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import UsageError, parse_config, require, run_main
+from dataset import load_shard, open_dataset
 from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite,
                     check_memory, check_resumable, config_text, ddp_failed, duration,
                     keep_output_from_stopping_the_run, load_checkpoint, load_weights,
                     peak_flops, resolve_device, say_start, warm_up)
 from model import GPT, GPTConfig, check_optimizer, matched_width
-from prepare import load_shard, open_dataset
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 SCHEDULES = ('cosine', 'wsd')

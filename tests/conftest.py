@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from configurator import atomic_write
-from prepare import shard_header
+from dataset import shard_header
 
 
 @pytest.fixture(scope='module')

@@ -121,7 +121,7 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
         torch.manual_seed(seed)  # what train.py does before building the model
         inits.append(GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=20)).state_dict())
     assert not torch.equal(inits[0]['lm_head.weight'], inits[1]['lm_head.weight'])  # the init differs
-    from prepare import find_shards
+    from dataset import find_shards
     batches = [train.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
                              device='cpu').get(0, 0, 0)[0] for s in (1, 1, 2)]
     assert torch.equal(batches[0], batches[1]) and not torch.equal(batches[0], batches[2])
@@ -130,7 +130,7 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
 def test_max_flops_stops_at_the_right_iteration(tiny_data, tmp_path):
     import train
     from model import GPT, GPTConfig
-    from prepare import read_meta
+    from dataset import read_meta
     vocab = read_meta(tiny_data)['vocab_size']
     fpt = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=vocab, bias=False)).flops_per_token()
     per_iter = 4 * 16 * fpt

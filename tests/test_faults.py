@@ -578,6 +578,58 @@ def test_bad_input_is_one_line_and_exit_2(script, args, expect, tmp_path):
     assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
 
 
+TINY_REF = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--vocab_size=64', '--batch_size=2',
+            '--device=cpu', '--iters=1', '--repeats=1', '--warmup=1', '--decode_tokens=0']
+NOT_NANOGPT = """
+import torch
+from dataclasses import dataclass
+@dataclass
+class GPTConfig:
+    block_size: int = 16
+    vocab_size: int = 64
+    n_layer: int = 1
+    n_head: int = 2
+    n_embd: int = 32
+    dropout: float = 0.0
+    bias: bool = True
+class GPT(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+    def forward(self, idx, targets=None):
+        return self.lin(idx.float())  # logits only: not nanoGPT's (logits, loss)
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        return torch.optim.AdamW(self.parameters(), lr=learning_rate)
+"""
+
+
+@pytest.mark.parametrize('case', ['sample-zero', 'sample-folder', 'hellaswag-folder', 'hellaswag-stdin',
+                                  'bench-folder', 'bench-devnull', 'bench-not-py', 'bench-exit',
+                                  'bench-not-nanogpt'])
+def test_a_path_a_user_names_is_a_regular_file_or_one_line(case, tmp_path):
+    """A device, pipe, socket or folder named where a file is read is refused in one line before it is
+    read (/dev/zero has no end); a --reference file that is not nanoGPT's kind of model file too."""
+    (tmp_path / 'exits.py').write_text('import sys\nsys.exit(0)\n')
+    (tmp_path / 'model.txt').write_text('not python')
+    (tmp_path / 'other.py').write_text(NOT_NANOGPT)
+    script, args, expect = {
+        'sample-zero': ('sample.py', ['--start=FILE:/dev/zero'], r"--start=FILE: '/dev/zero' is not a regular file"),
+        'sample-folder': ('sample.py', [f'--start=FILE:{tmp_path}'], 'is a folder; name a file'),
+        'hellaswag-folder': ('hellaswag.py', ['--out_dir=nowhere', f'--input={tmp_path}'], 'is a folder'),
+        'hellaswag-stdin': ('hellaswag.py', ['--out_dir=nowhere', '--input=/dev/stdin'], 'not a regular file'),
+        'bench-folder': ('bench.py', [f'--reference={tmp_path}', *TINY_REF], 'is a folder'),
+        'bench-devnull': ('bench.py', ['--reference=/dev/null', *TINY_REF], 'not a regular file'),
+        'bench-not-py': ('bench.py', [f'--reference={tmp_path / "model.txt"}', *TINY_REF], r'is not a Python file'),
+        'bench-exit': ('bench.py', [f'--reference={tmp_path / "exits.py"}', *TINY_REF], 'failed to load: SystemExit'),
+        'bench-not-nanogpt': ('bench.py', [f'--reference={tmp_path / "other.py"}', *TINY_REF],
+                              "the reference model does not build or train as nanoGPT's interface does"),
+    }[case]
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
+    assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
+
+
 def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_dir, tmp_path, capsys):
     run(data_dir, tmp_path, '--max_iters=2', '--always_save_checkpoint')  # a bare bool is --key=true
     capsys.readouterr()

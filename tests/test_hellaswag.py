@@ -15,6 +15,7 @@ import pytest
 import prepare
 import train
 from configurator import UsageError
+import dataset
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 SENTENCES = ["the cat sat on the mat.", "a dog ran to the log.", "the sky is blue today.", "my hen is red."]
@@ -121,7 +122,6 @@ def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkey
     a tiny BPE ranks file stands in for GPT-2's (tiktoken would download that), registered as GPT-2's
     sha256 for this test only (a --ranks_file for gpt2 is checked against it)."""
     import hashlib
-    import tokenizer
     from test_prepare import tiny_ranks_file
     prepare.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
     s = train.main(['--device=cpu', '--dtype=float32', '--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=32',
@@ -130,7 +130,7 @@ def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkey
                     f'--data_dir={tmp_path / "fw"}', f'--out_dir={tmp_path / "out"}'])
     assert s['iter_num'] == 5 and s['val_bpb'] is None  # FineWeb's byte count is unknown: no bits per byte
     ranks = tiny_ranks_file(tmp_path / 'gpt2.tiktoken')
-    monkeypatch.setitem(tokenizer.KNOWN_RANKS, 'gpt2', hashlib.sha256(open(ranks, 'rb').read()).hexdigest())
+    monkeypatch.setitem(dataset.KNOWN_RANKS, 'gpt2', hashlib.sha256(open(ranks, 'rb').read()).hexdigest())
     import hellaswag
     r = hellaswag.main([f'--out_dir={tmp_path / "out"}', f'--ranks_file={ranks}',
                                               f'--input={write_items(tmp_path / "i.jsonl", RIGGED * 2)}'])

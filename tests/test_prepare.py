@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import prepare as P
-import tokenizer
 from conftest import write_shard
 import configurator
 import prepare
 import train
+import dataset
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
@@ -42,7 +42,7 @@ def write(path, content):
 
 
 def read_split(out_dir, split):
-    return np.concatenate([prepare.load_shard(p) for p in prepare.find_shards(str(out_dir), split)])
+    return np.concatenate([dataset.load_shard(p) for p in dataset.find_shards(str(out_dir), split)])
 
 
 def tiny_ranks_file(path, more=(), drop=None):
@@ -56,16 +56,16 @@ def tiny_ranks_file(path, more=(), drop=None):
 # tokenizers
 
 def test_char_and_byte_round_trip():
-    char = tokenizer.CharTokenizer(''.join(sorted(set(TEXT))))
+    char = dataset.CharTokenizer(''.join(sorted(set(TEXT))))
     ids = char.encode(TEXT)
     assert char.decode(ids) == TEXT
     assert sorted(set(ids)) == list(range(char.vocab_size)) and char.vocab_size == len(set(TEXT))
     assert char.encode('\t\n') == [0, 1]  # sorted by code point: tab and newline come first
-    byte = tokenizer.ByteTokenizer()
+    byte = dataset.ByteTokenizer()
     assert byte.decode(byte.encode(TEXT)) == TEXT and byte.vocab_size == 256
     assert len(byte.encode('🐍')) == 4
     for tok in (char, byte):  # rebuilt from what meta.json stores
-        again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+        again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
         assert again.encode(TEXT) == tok.encode(TEXT) and again.vocab_size == tok.vocab_size
     with pytest.raises(configurator.UsageError, match='not in this'):
         char.encode('Z')
@@ -73,18 +73,18 @@ def test_char_and_byte_round_trip():
 
 
 def test_tiktoken_from_local_ranks_file(tmp_path):
-    tok = tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken'))
+    tok = dataset.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken'))
     assert tok.name == 'tiny' and tok.eot_token == 264 and tok.vocab_size == 265  # <|endoftext|> after the last rank
     assert tok.encode('the') == [257] and tok.encode(' the') == [259] and tok.encode('thing') == [256, 261]
     assert tok.decode(tok.encode(TEXT)) == TEXT
     assert tok.encode('a<|endoftext|>') == [97, 264]  # in a prompt, the special token is allowed
     assert list(tok.encode_array('<|endoftext|>')) == tok.enc.encode_ordinary('<|endoftext|>')  # in a corpus, not
-    again = tokenizer.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+    again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
     assert again.encode(TEXT) == tok.encode(TEXT) and again.eot_token == 264
     with pytest.raises(configurator.UsageError, match='not a tiktoken ranks file'):
-        tokenizer.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
+        dataset.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
     with pytest.raises(configurator.UsageError, match='not found'):
-        tokenizer.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
+        dataset.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
 
 
 def test_prepare_with_local_ranks_file(tmp_path):
@@ -92,9 +92,9 @@ def test_prepare_with_local_ranks_file(tmp_path):
     docs = [write(tmp_path / f'doc{i}.txt', f"the thing {i} is in the {'ring ' * i}\n" * 3) for i in range(20)]
     out = tmp_path / 'out'
     P.main([f'--input={tmp_path}/doc*.txt', f'--tokenizer={ranks}', f'--out_dir={out}', '--split=last'])
-    meta = prepare.read_meta(str(out))
+    meta = dataset.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'tiktoken' and meta['eot_token'] == 264 and meta['split']['cut'] == 'document'
-    tok = tokenizer.load_tokenizer(meta)
+    tok = dataset.load_tokenizer(meta)
     train, val = read_split(out, 'train'), read_split(out, 'val')
     assert [len(train), len(val)] == [meta['tokens']['train'], meta['tokens']['val']]
     # every document starts with <|endoftext|> (llm.c's convention), so the shards split back into the files
@@ -115,11 +115,11 @@ def test_pieces_encode_like_the_whole_text(tmp_path, monkeypatch):
     P.main([f'--input={path}', f'--tokenizer={ranks}', f'--out_dir={out}', '--shard_tokens=500'])
     _, off, how = prepare.plan_split([prepare.Doc(path, os.path.getsize(path), path=path)], 0.1)
     assert how == 'line'
-    enc = tokenizer.tiktoken_from_file(ranks).enc
+    enc = dataset.tiktoken_from_file(ranks).enc
     raw = text.encode()
     assert read_split(out, 'train').tolist() == [264] + enc.encode_ordinary(raw[:off].decode())
     assert read_split(out, 'val').tolist() == enc.encode_ordinary(raw[off:].decode())
-    assert len(prepare.find_shards(str(out), 'train')) > 1
+    assert len(dataset.find_shards(str(out), 'train')) > 1
 
 
 # the pre-tokenisation patterns of tiktoken's cl100k_base and o200k_base (tiktoken_ext/openai_public.py)
@@ -130,12 +130,12 @@ O200K = "|".join([
     r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+"""])
 
 
-@pytest.mark.parametrize('pattern', [tokenizer.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
+@pytest.mark.parametrize('pattern', [dataset.GPT2_PATTERN, CL100K, O200K], ids=['gpt2', 'cl100k', 'o200k'])
 def test_cut_points_hold_for_every_tiktoken_pattern(tmp_path, monkeypatch, pattern):
     monkeypatch.setattr(prepare, 'PIECE_BYTES', 32)
     # merges across the places where a careless cut would split a pre-tokenised piece
     more = [b'!\n', b'?!', b'?!\n', b'\n\n', b' \n', b'\r\n', b'e\n', b'\n ', b'12', b'123', b'45', b'\n/', b'\n{']
-    tok = tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
+    tok = dataset.tiktoken_from_file(tiny_ranks_file(tmp_path / 'tiny.tiktoken', more), pat_str=pattern)
     rng = np.random.default_rng(1)
     words = ['The', 'thing', 'in', '!', '?!', '42', '12345', 'héllo', '🐍', ' ', '  ', '\n', '\r\n', '\n\n', '\t',
              '/', "it's", "WE'LL", 'CamelCase', 'x\n ', '\u3000', 'é']
@@ -172,7 +172,7 @@ def test_shard_header_and_length(tmp_path, top, dtype, version):
     header = np.fromfile(path, dtype=np.int32, count=256)
     assert list(header[:3]) == [20240520, version, 1000] and not header[3:].any()
     assert os.path.getsize(path) == 256 * 4 + 1000 * np.dtype(dtype).itemsize
-    got = prepare.load_shard(path)
+    got = dataset.load_shard(path)
     assert got.dtype == dtype and np.array_equal(got, tokens)
     assert os.listdir(tmp_path) == ['train_000000.bin']  # no temporary file left behind
 
@@ -187,22 +187,22 @@ def test_reader_rejects_bad_shards(tmp_path):
              'wrong version': np.array([header[0], 7, *header[2:]], np.int32).tobytes() + good[1024:]}
     for name, data in cases.items():
         write(path, data)
-        with pytest.raises(prepare.ShardError) as e:
-            prepare.load_shard(path)
+        with pytest.raises(dataset.ShardError) as e:
+            dataset.load_shard(path)
         assert '\n' not in str(e.value) and isinstance(e.value, configurator.UsageError), name
-    with pytest.raises(prepare.ShardError, match='not found'):
-        prepare.load_shard(str(tmp_path / 'missing.bin'))
+    with pytest.raises(dataset.ShardError, match='not found'):
+        dataset.load_shard(str(tmp_path / 'missing.bin'))
 
 
 def test_find_shards_and_read_meta(tmp_path):
-    assert prepare.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
+    assert dataset.read_meta(str(tmp_path)) is None  # raw llm.c shards have no meta.json
     with pytest.raises(configurator.UsageError, match='no train_'):
-        prepare.find_shards(str(tmp_path), 'train')
+        dataset.find_shards(str(tmp_path), 'train')
     for i in (1, 0, 10):  # raw llm.c shards, no meta.json
         write_shard(str(tmp_path / f'fineweb_train_{i:06d}.bin'), [1, 2])
-    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == \
+    assert [os.path.basename(p) for p in dataset.find_shards(str(tmp_path), 'train')] == \
         ['fineweb_train_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000010.bin']
-    assert prepare.read_meta(str(tmp_path)) is None
+    assert dataset.read_meta(str(tmp_path)) is None
 
 
 @pytest.mark.parametrize('name', ['train_000000.bin', 'val_g3_000001.bin'])
@@ -211,7 +211,7 @@ def test_prepare_shards_without_meta_are_refused(tmp_path, name):
     (shards only), or what a killed run left in a new folder: not raw shards, a one-line 'rerun'."""
     write_shard(str(tmp_path / name), [1, 2])
     write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
-    for read in (prepare.read_meta, lambda d: prepare.find_shards(d, 'train')):
+    for read in (dataset.read_meta, lambda d: dataset.find_shards(d, 'train')):
         with pytest.raises(configurator.UsageError, match='no meta.json.*rerun prepare.py') as e:
             read(str(tmp_path))
         assert '\n' not in str(e.value)
@@ -223,14 +223,14 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
     meta = {'vocab_size': 10, 'shards': {'train': ['train_g2_000000.bin', 'train_g2_000001.bin'],
                                          'val': ['val_g2_000000.bin']}}
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
+    assert [os.path.basename(p) for p in dataset.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
     del meta['shards']  # a meta.json written by hand: every train_*.bin but the numbered runs' leftovers
     write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
     write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in prepare.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
+    assert [os.path.basename(p) for p in dataset.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
     write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'shards': {'train': ['gone.bin'], 'val': []}}))
     with pytest.raises(configurator.UsageError, match='gone.bin is listed in meta.json but missing'):
-        prepare.find_shards(str(tmp_path), 'train')
+        dataset.find_shards(str(tmp_path), 'train')
 
 
 @pytest.mark.parametrize('meta, expect', [
@@ -248,19 +248,19 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
 def test_wrong_meta_is_one_line(tmp_path, meta, expect):
     write(tmp_path / 'meta.json', json.dumps(meta))
     with pytest.raises(configurator.UsageError, match='rerun prepare.py') as e:
-        prepare.read_meta(str(tmp_path))
+        dataset.read_meta(str(tmp_path))
     assert expect in str(e.value) and '\n' not in str(e.value)
 
 
 def test_meta_records_the_largest_id(tmp_path):
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', TEXT * 10)}", f'--out_dir={out}', '--tokenizer=byte'])
-    meta = prepare.read_meta(out)
+    meta = dataset.read_meta(out)
     assert meta['max_id'] == {s: int(read_split(out, s).max()) for s in ('train', 'val')}
     meta['vocab_size'] = meta['max_id']['train']  # as if the shards held ids the vocabulary lacks
     write(os.path.join(out, 'meta.json'), json.dumps(meta))
     with pytest.raises(configurator.UsageError, match='hold token id'):
-        prepare.find_shards(out, 'train')
+        dataset.find_shards(out, 'train')
 
 
 # -----------------------------------------------------------------------------
@@ -270,12 +270,12 @@ def test_default_corpus_with_no_arguments(tmp_path):
     r = run_cli([], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = tmp_path / 'data' / 'pydoc_char'  # train.py's default data_dir
-    meta = prepare.read_meta(str(out))
+    meta = dataset.read_meta(str(out))
     assert meta['source']['name'] == 'pydoc' and meta['tokenizer']['kind'] == 'char' and meta['eot_token'] is None
     assert meta['command'].endswith('prepare.py') and meta['split']['cut'] == 'document'
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g1_000000.bin', 'val_g1_000000.bin']
     from pydoc_data.topics import topics
-    tok = tokenizer.load_tokenizer(meta)
+    tok = dataset.load_tokenizer(meta)
     train, val = (tok.decode(read_split(out, s).tolist()) for s in ('train', 'val'))
     assert train + '\n' + val == '\n'.join(topics[k] for k in sorted(topics))  # documents joined by '\n'
     assert 0.08 < len(val) / (len(train) + len(val)) < 0.12
@@ -319,9 +319,9 @@ def test_rerun_replaces_output_cleanly(tmp_path, monkeypatch):
     corpus = write(tmp_path / 'c.txt', TEXT * 40)
     out = str(tmp_path / 'out')
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=300', '--tokenizer=byte'])
-    assert len(prepare.find_shards(out, 'train')) > 5
+    assert len(dataset.find_shards(out, 'train')) > 5
     P.main([f'--input={corpus}', f'--out_dir={out}', '--shard_tokens=100000'])
-    meta = prepare.read_meta(out)
+    meta = dataset.read_meta(out)
     assert sorted(os.listdir(out)) == ['meta.json', 'train_g2_000000.bin', 'val_g2_000000.bin']
     assert meta['tokenizer']['kind'] == 'char'
     assert meta['shards'] == {'train': ['train_g2_000000.bin'], 'val': ['val_g2_000000.bin']}
@@ -332,7 +332,7 @@ def test_one_line_corpus(tmp_path):
     """One document with no newline: val is cut at a character boundary and nothing separates documents."""
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', 'é' * 300)}", f'--out_dir={out}'])
-    meta = prepare.read_meta(out)
+    meta = dataset.read_meta(out)
     assert meta['tokenizer']['chars'] == 'é' and meta['split']['cut'] == 'character'
     assert meta['tokens'] == {'train': 270, 'val': 30}
 
@@ -357,7 +357,7 @@ def test_invalid_utf8_offset_across_blocks_and_replace(tmp_path, monkeypatch):
     with pytest.raises(configurator.UsageError, match='at byte 40;'):
         P.main([f'--input={path}', f'--out_dir={tmp_path}/out'])
     P.main([f'--input={path}', f'--out_dir={tmp_path}/out', '--errors=replace'])
-    tok = tokenizer.load_tokenizer(prepare.read_meta(f'{tmp_path}/out'))
+    tok = dataset.load_tokenizer(dataset.read_meta(f'{tmp_path}/out'))
     text = tok.decode(np.concatenate([read_split(f'{tmp_path}/out', s) for s in ('train', 'val')]).tolist())
     assert text == data.decode('utf-8', errors='replace')
 
@@ -388,12 +388,12 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare, 'SHAKESPEARE_SHA256', hashlib.sha256(fake).hexdigest())
     monkeypatch.setattr(prepare, 'SHAKESPEARE_BYTES', len(fake))
     P.main([f"--input={write(tmp_path / 'input.txt', fake)}", f'--out_dir={tmp_path}/a'])
-    assert prepare.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
+    assert dataset.read_meta(f'{tmp_path}/a')['source']['name'] == 'shakespeare'
     os.makedirs(cache)
     write(cache / 'tinyshakespeare.txt', fake)
     monkeypatch.chdir(tmp_path)
     P.main(['--dataset=shakespeare', f'--cache_dir={cache}'])
-    assert prepare.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
+    assert dataset.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
 
 
 # -----------------------------------------------------------------------------
@@ -402,11 +402,11 @@ def test_shakespeare_offline_and_detected(tmp_path, monkeypatch):
 def test_ranks_file_without_every_byte_is_one_line(tmp_path):
     """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack."""
     with pytest.raises(configurator.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
-        tokenizer.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
+        dataset.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
     dup = write(tmp_path / 'dup.tiktoken', open(tiny_ranks_file(tmp_path / 'b.tiktoken'), 'rb').read()
                 + base64.b64encode(b'xyz') + b' 300\n' + base64.b64encode(b'xy') + b' 300\n')
     with pytest.raises(configurator.UsageError, match='same rank'):
-        tokenizer.tiktoken_from_file(dup)
+        dataset.tiktoken_from_file(dup)
 
 
 def test_text_without_cut_points_is_cut_anyway(tmp_path, monkeypatch):
@@ -421,7 +421,7 @@ def test_text_without_cut_points_is_cut_anyway(tmp_path, monkeypatch):
     out = tmp_path / 'out'
     ranks = tiny_ranks_file(tmp_path / 'tiny.tiktoken')
     P.main([f"--input={write(tmp_path / 'one.txt', text)}", f'--tokenizer={ranks}', f'--out_dir={out}'])
-    tok = tokenizer.load_tokenizer(prepare.read_meta(str(out)))
+    tok = dataset.load_tokenizer(dataset.read_meta(str(out)))
     ids = np.concatenate([read_split(out, s) for s in ('train', 'val')])
     assert tok.decode(ids.tolist()) == '<|endoftext|>' + text
 
@@ -430,10 +430,10 @@ def files(folder):
     return {n: open(os.path.join(folder, n), 'rb').read() for n in sorted(os.listdir(folder))}
 
 
-def dataset(folder):
+def dataset_in(folder):
     """What the readers see: the tokenizer and each split's tokens, or the one-line error."""
     try:
-        meta = prepare.read_meta(str(folder))
+        meta = dataset.read_meta(str(folder))
         tokens = {s: read_split(folder, s).tolist() for s in ('train', 'val')}
         return meta['tokenizer']['kind'], meta['tokens'], tokens
     except configurator.UsageError as e:
@@ -520,20 +520,20 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
     pristine = tmp_path / 'pristine'
     P.main([*old_args, f'--out_dir={pristine}'])
     P.main([*new_args, f'--out_dir={tmp_path / "ref"}'])
-    old, new = dataset(pristine), dataset(tmp_path / 'ref')
-    assert old != new and len(prepare.find_shards(str(pristine), 'train')) > 1
+    old, new = dataset_in(pristine), dataset_in(tmp_path / 'ref')
+    assert old != new and len(dataset.find_shards(str(pristine), 'train')) > 1
     seen = set()
     for step in range(1, 200):
         out = tmp_path / f'out{step}'
         shutil.copytree(pristine, out)
         code = run_killed_at(step, [*new_args, f'--out_dir={out}'])
         assert code in (0, 137), code
-        got = dataset(out)
+        got = dataset_in(out)
         assert got in (old, new), (step, got)
         seen.add('old' if got == old else 'new')
         P.main([*new_args, f'--out_dir={out}'])  # the next run cleans up whatever the killed one left
-        assert dataset(out) == new
-        meta = prepare.read_meta(str(out))
+        assert dataset_in(out) == new
+        meta = dataset.read_meta(str(out))
         assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
         shutil.rmtree(out)
         if code == 0:
@@ -548,7 +548,7 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
     corpus = write(tmp_path / 'c.txt', TEXT * 20)
     out = tmp_path / 'out'
     P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
-    old, old_files = dataset(out), files(out)
+    old, old_files = dataset_in(out), files(out)
     new_args = [f'--input={corpus}', '--shard_tokens=400', f'--out_dir={out}']
     for step in range(1, 200):
         n = [0]
@@ -563,7 +563,7 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
         with monkeypatch.context() as m:
             for name in ('replace', 'remove', 'fsync', 'rmdir'):
                 m.setattr(os, name, counted(getattr(os, name)))
-            m.setattr(P, 'DatasetWriter', type('W', (P.DatasetWriter,), {'close_shard': counted(P.DatasetWriter.close_shard)}))
+            m.setattr(dataset, 'DatasetWriter', type('W', (dataset.DatasetWriter,), {'close_shard': counted(dataset.DatasetWriter.close_shard)}))
             try:
                 P.main(new_args)
                 failed = None
@@ -572,11 +572,11 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
         if failed:
             assert '\n' not in failed and files(out) == old_files, (step, failed)
         else:
-            assert dataset(out) not in (old, None) and not isinstance(dataset(out), str)
+            assert dataset_in(out) not in (old, None) and not isinstance(dataset_in(out), str)
             if n[0] < step:  # no fault was injected: done
                 break
             P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
-            assert dataset(out) == old  # back to the old dataset for the next step
+            assert dataset_in(out) == old  # back to the old dataset for the next step
             old_files = files(out)
     assert step > 5
 
@@ -609,7 +609,7 @@ def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, 
     assert source['python'].endswith(f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}")
     out = tmp_path / 'stdlib'
     P.main(['--dataset=stdlib', f'--out_dir={out}'])
-    meta = prepare.read_meta(str(out))
+    meta = dataset.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'byte' and meta['split']['cut'] == 'hashed documents'
     assert {k: meta['source'][k] for k in ('files', 'bytes', 'sha256', 'python')} == \
         {k: source[k] for k in ('files', 'bytes', 'sha256', 'python')}
@@ -627,7 +627,7 @@ def test_stdlib_corpus_is_deterministic_split_by_document_and_offline(tmp_path, 
 def test_tokens_per_byte_of_a_char_corpus(tmp_path):
     text = 'héllo wörld\n' * 40  # 12 characters, 14 bytes per line
     P.main([f"--input={write(tmp_path / 'a.txt', text)}", f'--out_dir={tmp_path / "out"}', '--val_fraction=0.25'])
-    meta = prepare.read_meta(str(tmp_path / 'out'))
+    meta = dataset.read_meta(str(tmp_path / 'out'))
     for split in ('train', 'val'):
         assert meta['tokens'][split] == len(read_split(tmp_path / 'out', split))
         assert meta['tokens_per_byte'][split] == pytest.approx(12 / 14)  # a line split at a line boundary
@@ -654,7 +654,7 @@ def test_a_folder_another_prepare_is_writing_is_refused_and_a_killed_holder_does
     holder.kill()  # as kill -9: the kernel drops the lock with the process
     holder.wait()
     P.main([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'])
-    assert prepare.read_meta(str(out))['tokenizer']['kind'] == 'byte'
+    assert dataset.read_meta(str(out))['tokenizer']['kind'] == 'byte'
 
 
 def test_two_prepares_at_once_leave_one_whole_dataset(tmp_path):
@@ -666,9 +666,9 @@ def test_two_prepares_at_once_leave_one_whole_dataset(tmp_path):
     results = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 2], [0, 0]), results
-    meta = prepare.read_meta(str(out))
+    meta = dataset.read_meta(str(out))
     assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
-    tok = tokenizer.load_tokenizer(meta)
+    tok = dataset.load_tokenizer(meta)
     assert tok.decode(read_split(out, 'train').tolist() + read_split(out, 'val').tolist()) == TEXT * 20000
 
 
@@ -678,9 +678,9 @@ def test_out_dir_inside_the_input_folder_is_not_read_as_text(tmp_path):
     write(src / 'a.txt', TEXT * 50)
     args = [f'--input={src}', f'--out_dir={src / "data"}', '--errors=replace']
     P.main(args)
-    first = prepare.read_meta(str(src / 'data'))
+    first = dataset.read_meta(str(src / 'data'))
     P.main(args)  # the second run walks src/ again: its data/ folder (shards, meta.json) is left out
-    again = prepare.read_meta(str(src / 'data'))
+    again = dataset.read_meta(str(src / 'data'))
     assert again['vocab_size'] == first['vocab_size'] and again['source']['files'] == first['source']['files'] == 1
     assert again['tokens'] == first['tokens']
 
@@ -690,7 +690,7 @@ def test_a_pipe_is_read_and_unreadable_inputs_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--input=/dev/stdin',
                         f'--out_dir={tmp_path / "piped"}'], input=text, text=True, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    meta = prepare.read_meta(str(tmp_path / 'piped'))
+    meta = dataset.read_meta(str(tmp_path / 'piped'))
     assert sum(meta['bytes'].values()) == len(text.encode())
     folder = tmp_path / 'in'
     folder.mkdir()
@@ -715,17 +715,17 @@ def test_a_folder_of_files_is_split_by_hashed_document_unless_asked_otherwise(tm
         for f in range(5):
             write(tmp_path / 'src' / f'pkg{p}' / f'mod{f}.py', f"# package {p} module {f}\n" + f"x{p} = {f}\n" * 40)
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "h"}'])
-    meta = prepare.read_meta(str(tmp_path / 'h'))
+    meta = dataset.read_meta(str(tmp_path / 'h'))
     assert meta['split'] == {'val_fraction': 0.1, 'cut': 'hashed documents'}
-    tok = tokenizer.load_tokenizer(meta)
+    tok = dataset.load_tokenizer(meta)
     val = tok.decode(read_split(tmp_path / 'h', 'val').tolist())
     packages = set(re.findall(r'# package (\d)', val))
     assert len(packages) >= 2 and 3 <= val.count('# package') <= 5  # whole files, from several packages
     train = tok.decode(read_split(tmp_path / 'h', 'train').tolist())
     assert train.count('# package') + val.count('# package') == 35  # every file once
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "l"}', '--split=last'])
-    last = prepare.read_meta(str(tmp_path / 'l'))
-    tail = tokenizer.load_tokenizer(last).decode(read_split(tmp_path / 'l', 'val').tolist())
+    last = dataset.read_meta(str(tmp_path / 'l'))
+    tail = dataset.load_tokenizer(last).decode(read_split(tmp_path / 'l', 'val').tolist())
     assert last['split']['cut'] != 'hashed documents' and set(re.findall(r'# package (\d)', tail)) == {'6'}
     with pytest.raises(configurator.UsageError, match='--split=hashed picks whole files for val, and this corpus is one'):
         P.main([f'--input={tmp_path / "src" / "pkg0" / "mod0.py"}', f'--out_dir={tmp_path / "o"}', '--split=hashed'])
@@ -741,7 +741,7 @@ def test_a_folder_split_holds_val_fraction_whatever_its_files_sizes(tmp_path, ca
     P.main([f'--input={tmp_path / "src"}', f'--out_dir={tmp_path / "d"}', '--val_fraction=0.1'])
     val, train = (len(read_split(tmp_path / 'd', s)) for s in ('val', 'train'))
     assert abs(val / (val + train) - 0.1) <= prepare.SPLIT_TOLERANCE * 0.1 + 1e-3
-    cut = prepare.read_meta(str(tmp_path / 'd'))['split']['cut']
+    cut = dataset.read_meta(str(tmp_path / 'd'))['split']['cut']
     assert (cut == 'hashed documents') == ('cannot make val_fraction' not in capsys.readouterr().err)
 
 
@@ -757,11 +757,11 @@ def test_fineweb_downloads_checks_and_commits_shards(fake_hub, tmp_path, capsys)
     for name in ('fineweb_val_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000002.bin'):
         assert (out / name).read_bytes() == files[name]
     assert not (out / 'fineweb_train_000003.bin').exists()
-    on_disk = prepare.read_meta(str(out))
+    on_disk = dataset.read_meta(str(out))
     assert on_disk['tokens'] == {'val': 3000, 'train': 20001 + 20002} and on_disk['vocab_size'] == 50257
     assert on_disk['tokenizer'] == {'kind': 'tiktoken', 'name': 'gpt2'} and 'bits_per_byte' in on_disk
     assert train.bits_per_byte(on_disk, 'val', 2.0) is None  # the byte count is unknown: no bits per byte
-    assert [len(prepare.load_shard(p)) for p in prepare.find_shards(str(out), 'train')] == [20001, 20002]
+    assert [len(dataset.load_shard(p)) for p in dataset.find_shards(str(out), 'train')] == [20001, 20002]
     hub.ranges.clear()
     P.main(['--dataset=fineweb', '--train_shards=3', f'--out_dir={out}'])  # one more: the others stay
     assert [name for name, _ in hub.ranges] == ['fineweb_train_000003.bin']
@@ -783,7 +783,7 @@ def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
     P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
     assert hub.ranges == [('fineweb_train_000001.bin', f"bytes={partial_size(hub)}-")]
     assert (out / 'fineweb_train_000001.bin').read_bytes() == files['fineweb_train_000001.bin']
-    assert not partial.exists() and prepare.read_meta(str(out))['tokens']['train'] == 20001
+    assert not partial.exists() and dataset.read_meta(str(out))['tokens']['train'] == 20001
 
 
 def partial_size(hub):

@@ -24,7 +24,7 @@ import sample
 import train
 from configurator import UsageError
 from sample import generate
-from tokenizer import ByteTokenizer, load_tokenizer, tiktoken_from_file
+from dataset import ByteTokenizer, load_tokenizer, tiktoken_from_file
 import guards
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository

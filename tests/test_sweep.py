@@ -74,7 +74,7 @@ def test_the_key_names_the_data_not_the_folder_it_was_prepared_into(tiny_data, t
     """Two folders prepared from one text share a fingerprint; another text with the same tokenizer
     does not, so its runs are not mistaken for this one's."""
     import prepare
-    from prepare import fingerprint, read_meta
+    from dataset import fingerprint, read_meta
     same = tmp_path / 'same'
     corpus = os.path.join(os.path.dirname(tiny_data), 'corpus.txt')
     prepare.main([f'--input={corpus}', f'--out_dir={same}'])

@@ -24,6 +24,7 @@ from conftest import write_shard
 from model import GPT, GPTConfig, count_params
 import guards
 import prepare
+import dataset
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 CONFIGS = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # _recipe.py: shared, not a config
@@ -593,10 +594,10 @@ def test_config_is_printed_without_splitting_a_value():
 
 
 def test_missing_data_names_the_prepare_command():
-    assert prepare.prepare_command('data/shakespeare_char') == 'python prepare.py --dataset=shakespeare'
-    assert prepare.prepare_command('data/pydoc_char/') == 'python prepare.py'
-    assert prepare.prepare_command('data/pydoc_gpt2') == 'python prepare.py --tokenizer=gpt2'
-    assert prepare.prepare_command('elsewhere/mine') == 'python prepare.py --input=YOUR_TEXT --out_dir=elsewhere/mine'
+    assert dataset.prepare_command('data/shakespeare_char') == 'python prepare.py --dataset=shakespeare'
+    assert dataset.prepare_command('data/pydoc_char/') == 'python prepare.py'
+    assert dataset.prepare_command('data/pydoc_gpt2') == 'python prepare.py --tokenizer=gpt2'
+    assert dataset.prepare_command('elsewhere/mine') == 'python prepare.py --input=YOUR_TEXT --out_dir=elsewhere/mine'
 
 
 def test_resume_with_another_optimizer_is_one_line(data_dir, tmp_path):

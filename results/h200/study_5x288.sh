@@ -1,19 +1,24 @@
 #!/bin/bash
 # Run from the repository root on a machine with one GPU: OUT=some/folder bash results/h200/study_5x288.sh
-# (records land in OUT/shapes_site.jsonl as runs finish; DEADLINE_S stops the sweeps, default 540 s).
+# (records are appended to OUT/shapes_site.jsonl by each run as it finishes; DEADLINE_S, default 540 s,
+# stops the sweeps; Ctrl-C or SIGTERM stops them too, keeping every finished record).
 # The 5x288 study on one GPU (#40 point 4/5), a queue of pipelines in priority order, PIPES of them at once
 # (default 4, three runs each): for each config a WSD lr grid at seed 1 (extended until the best is inside),
 # then seeds 2 and 3 at the best; gpt and llama also under cosine at the top budget (grid at seed 1, seed 2
 # at its best). A pipeline, or a later sweep of one, starts only while STAGE_S seconds remain before the
 # deadline (default 420: the first session ran about 115 iterations a second over all runs at once, so 12
 # WSD runs to 3,125 iterations and their cooldowns, 3,710 each, take about 390 s), so that what starts can
-# finish: a stopped constant-lr run starts over in the next session (its checkpoint goes with the machine).
-# Each session continues from the committed records.
+# finish, and only when its previous sweep ended whole (a grid cut short tunes no seeds). A stopped
+# constant-lr run starts over in the next session (its checkpoint goes with the machine).
+# Each session continues from the committed records. The work folder is OUT's own: two studies with
+# different OUT share nothing, and a stop of one never stops the other or a later one.
 # Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
 set -u
 OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-4}; STAGE_S=${STAGE_S:-420}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
-S=/tmp/study; mkdir -p $S/logs; R=$S/shapes_site.jsonl; LOG=$OUT/study.log
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+S=/tmp/study-$(echo "$OUT" | sha256sum | cut -c1-12); rm -rf "$S"; mkdir -p "$S/logs"
+R=$OUT/shapes_site.jsonl; LOG=$OUT/study.log; : > "$LOG"
 if [ "${SMALL:-0}" = 1 ]; then
   SRC="$($PY -c 'import sysconfig;print(sysconfig.get_paths()["stdlib"])')/json/**/*.py"
   DATA=data/rehearsal_byte; SZ=2x64; B="--max_iters=20,40"; TOP=40; BT="--batch_size=4 --block_size=32"
@@ -24,46 +29,57 @@ else
   DEV="--device=cuda --dtype=bfloat16 --eval_iters=20 --eval_interval=390 --warmup_iters=50"
 fi
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > $OUT/machine.txt
-$PY prepare.py "--input=$SRC" --tokenizer=byte --errors=replace --out_dir=$DATA >> $OUT/machine.txt 2>&1 || { cat $OUT/machine.txt; exit 1; }
-cp $DATA/meta.json $OUT/shapes_site_meta.json
-# a later session continues: the runs already recorded are skipped (a stopped constant-lr run starts over:
-# its checkpoint stayed on the machine that was given back)
-[ "${SMALL:-0}" = 1 ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl $R
+  $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > "$OUT/machine.txt"
+$PY prepare.py "--input=$SRC" --tokenizer=byte --errors=replace --out_dir=$DATA >> "$OUT/machine.txt" 2>&1 \
+  || { cat "$OUT/machine.txt"; exit 1; }
+cp $DATA/meta.json "$OUT/shapes_site_meta.json"
+# a later session continues: the runs already recorded are skipped; the runs append to R in OUT itself,
+# so what comes back from the machine holds every record, wherever the session ends
+[ "${SMALL:-0}" = 1 ] || [ -f "$R" ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl "$R"
 C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
 W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
 at() { echo "[$(( $(date +%s) - T0 ))s]"; }
-late() { [ -e $S/stop ] || [ $(( DEADLINE_S - ($(date +%s) - T0) )) -lt $STAGE_S ]; }  # no time for a stage
-pipe() { # name, then sweeps separated by ';;': each starts only while STAGE_S seconds remain
-  local name=$1; shift; local args=()
+say() { echo "$(at) $*" | tee -a "$LOG"; }
+late() { # why no stage may start now (or nothing: it may)
+  if [ -e "$S/stop" ]; then echo "stopped ($(cat "$S/stop"))"
+  elif [ $(( DEADLINE_S - ($(date +%s) - T0) )) -lt $STAGE_S ]; then echo "fewer than STAGE_S=${STAGE_S}s left before the deadline"; fi; }
+pipe() { # name, then sweeps separated by ';;': each starts only while time remains and the one before ended whole
+  local name=$1; shift; local args=() why rc
   for a in "$@" ";;"; do
     if [ "$a" = ";;" ]; then
-      if late; then echo "$(at) $name: too late for sweep.py ${args[*]}"; return; fi
-      echo "$(at) $name: sweep.py ${args[*]}"
-      $PY sweep.py "${args[@]}" >> $S/logs/$name.log 2>&1 || echo "$(at) $name: exit $?"
+      why=$(late); if [ -n "$why" ]; then say "$name: not started: sweep.py ${args[*]}: $why"; return; fi
+      say "$name: sweep.py ${args[*]}"
+      $PY sweep.py "${args[@]}" >> "$S/logs/$name.log" 2>&1; rc=$?
+      if [ $rc != 0 ]; then say "$name: sweep.py exited $rc: its later stages are not started"; return; fi
       args=()
     else args+=($a); fi
-  done; echo "$(at) $name: done"; }
+  done; say "$name: done"; }
 grid() { # config, its lr grid: WSD grid at seed 1 (extended), then seeds 2 and 3 at the best
   echo "$1_wsd --configs=$1 $W --jobs=3 --learning_rate=$2 --extend_lr ;; --configs=$1 $W --jobs=2 --seeds=3 --learning_rate=tuned"; }
 cosine() { echo "$1_cos --configs=$1 $K --jobs=3 --learning_rate=$2 ;; --configs=$1 $K --jobs=1 --seeds=2 --learning_rate=tuned"; }
 QUEUE=("$(grid gpt 2e-3,4e-3,8e-3)" "$(grid llama 1e-3,2e-3,4e-3)" "$(grid gmlp 4e-3,8e-3,1.6e-2)"
        "$(grid primer_ez 2e-3,4e-3,8e-3)" "$(grid llama_primer 1e-3,2e-3,4e-3)" "$(grid gpt_rope 2e-3,4e-3,8e-3)"
        "$(grid swiglu 2e-3,4e-3,8e-3)" "$(cosine llama 1e-3,2e-3,4e-3)" "$(cosine gpt 2e-3,4e-3,8e-3)")
-dispatch() { # the queue, PIPES pipelines at once; none starts once the deadline is within STAGE_S
+dispatch() { # the queue, PIPES pipelines at once; none starts once `late` says why not
   for item in "${QUEUE[@]}"; do
     while [ $(jobs -rp | wc -l) -ge $PIPES ]; do sleep 2; done
-    if late; then echo "$(at) not started: ${item%% *}"; continue; fi
+    why=$(late); if [ -n "$why" ]; then say "not started: ${item%% *}: $why"; continue; fi
     pipe $item &
     sleep 1
   done; wait; }
+stop() { # $1: why. No stage starts from here on; the running sweeps stop their runs (which save) and exit
+  [ -e "$S/stop" ] && return; echo "$1" > "$S/stop"; say "stopping: $1"
+  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null; sleep 15
+  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null; pkill -TERM -f "train.py .*--out_dir=$S/runs" 2>/dev/null; }
+trap 'stop "a signal"; SIGNALLED=1' INT TERM; SIGNALLED=0
 dispatch & DISPATCH=$!
-alive() { kill -0 $DISPATCH 2>/dev/null; }
-n=0; while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && alive; do sleep 5; n=$((n+1))
-  [ $((n % 12)) = 1 ] && { nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> $OUT/machine.txt 2>&1
-    cp $R $OUT/shapes_site.jsonl.tmp 2>/dev/null && mv $OUT/shapes_site.jsonl.tmp $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG; }; done
-if alive; then echo "$(at) deadline: stopping the sweeps"; touch $S/stop; pkill -INT -f "sweep.py.*--results=$R"; sleep 15; pkill -INT -f "sweep.py.*--results=$R"; pkill -TERM -f "train.py.*--out_dir=$S/runs"; fi
+while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && kill -0 $DISPATCH 2>/dev/null; do
+  sleep 5; n=$(( ${n:-0} + 1 ))
+  [ $((n % 12)) = 1 ] && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> "$OUT/machine.txt" 2>&1
+done
+kill -0 $DISPATCH 2>/dev/null && stop "the deadline, DEADLINE_S=${DEADLINE_S}s"
 wait
-cp $R $OUT/shapes_site.jsonl; cat $S/logs/*.log > $LOG
-$PY sweep.py --report --results=$R --png=$S/shapes_site.png > $OUT/report.md 2>&1
-echo "$(at) end"; tail -c 3000 $OUT/report.md
+for f in "$S"/logs/*.log; do [ -e "$f" ] && { echo "== $(basename "$f")"; cat "$f"; } >> "$LOG"; done
+$PY sweep.py --report --results=$R --png=$S/shapes_site.png > "$OUT/report.md" 2>&1
+say "end"; tail -c 3000 "$OUT/report.md"
+[ $SIGNALLED = 0 ] || exit 130

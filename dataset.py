@@ -1,0 +1,600 @@
+"""
+What a token dataset on disk is, for prepare.py that writes it and train.py and sample.py that read
+it: the tokenizer its meta.json describes (char, byte or tiktoken, rebuilt and checked from it), its
+shards in llm.c's format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
+uint32, token count; then the tokens), meta.json and the data's fingerprint, and the atomic commit
+of a folder (`DatasetWriter`: new shards beside the old, meta.json's replacement the one switch).
+
+Each tokenizer has encode(str) -> list[int], decode(ids) -> str, vocab_size, eot_token, name, meta()
+(what meta.json needs to rebuild it) and encode_array(str) -> np.ndarray (prepare.py's fast path).
+"""
+import base64
+import contextlib
+import glob
+import hashlib
+import itertools
+import json
+import os
+import pathlib
+import re
+import sys
+
+import numpy as np
+
+from configurator import UsageError, atomic_write, fsync_dir, lock_folder, write_error
+
+
+EOT = '<|endoftext|>'
+# tiktoken's GPT-2 (r50k_base) pre-tokenisation pattern, tiktoken_ext/openai_public.py
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+
+def _decode_runs(ids, vocab_size, to_bytes):
+    """The text of `ids`; U+FFFD for each id outside the vocabulary (a padded model emits them)."""
+    out = [to_bytes(list(run)) if known else '\ufffd'.encode() * len(list(run))
+           for known, run in itertools.groupby(ids, lambda i: 0 <= i < vocab_size)]
+    return b''.join(out).decode('utf-8', errors='replace')
+
+
+class CharTokenizer:
+    """One id per character; the vocabulary is the sorted set of the corpus's characters."""
+    eot_token, name = None, 'char'
+
+    def __init__(self, chars):
+        self.chars = chars  # a str, sorted by code point, each character once
+        self.vocab_size = len(chars)
+        self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)
+
+    def encode_array(self, text):
+        codes = np.frombuffer(text.encode('utf-32-le'), dtype=np.uint32)  # one per character
+        ids = np.searchsorted(self._codes, codes)  # the vocabulary is sorted: id = the code's rank
+        unknown = (self._codes[np.minimum(ids, self.vocab_size - 1)] != codes if self.vocab_size
+                   else codes >= 0)
+        if unknown.any():
+            c = text[int(np.argmax(unknown))]
+            raise UsageError(f"character {c!r} (U+{ord(c):04X}) is not in this "
+                             f"{self.vocab_size}-character vocabulary")
+        return ids
+
+    def encode(self, text):
+        return self.encode_array(text).tolist()
+
+    def decode(self, ids):
+        return ''.join(self.chars[i] if 0 <= i < self.vocab_size else '\ufffd' for i in ids)
+
+    def meta(self):
+        return {'kind': 'char', 'name': 'char', 'chars': self.chars}
+
+
+class ByteTokenizer:
+    """The 256 byte values of the UTF-8 text: any text round-trips, no vocabulary to store."""
+    eot_token, name, vocab_size = None, 'byte', 256
+
+    def encode_array(self, text):
+        return np.frombuffer(text.encode('utf-8'), dtype=np.uint8)
+
+    def encode(self, text):
+        return list(text.encode('utf-8'))
+
+    def decode(self, ids):
+        return _decode_runs(ids, 256, bytes)
+
+    def meta(self):
+        return {'kind': 'byte', 'name': 'byte'}
+
+
+class TiktokenTokenizer:
+    """A tiktoken Encoding (byte-level BPE); documents are delimited by <|endoftext|>."""
+
+    def __init__(self, enc, info):
+        self.enc, self.info = enc, info
+        self.name, self.vocab_size = enc.name, enc.n_vocab
+        self.eot_token = enc.encode_single_token(EOT) if EOT in enc.special_tokens_set else None
+
+    def encode_array(self, text):  # a corpus's literal "<|endoftext|>" is text, not the token
+        return self.enc.encode_to_numpy(text, disallowed_special=())
+
+    def encode(self, text):  # a prompt may hold the token
+        return self.enc.encode(text, allowed_special=self.enc.special_tokens_set)
+
+    def decode(self, ids):
+        return _decode_runs(ids, self.vocab_size, self.enc.decode_bytes)
+
+    def meta(self):
+        return dict(self.info)
+
+
+def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha256=None):
+    """A tiktoken Encoding from a local ranks file ("base64-token rank" per line), no network. By
+    default the GPT-2 pattern; <|endoftext|> takes the id after the last rank (GPT-2's 50256)."""
+    import tiktoken
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError:
+        raise UsageError(f"tiktoken ranks file {path!r} not found") from None
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+        raise UsageError(f"tiktoken ranks file {path!r} changed since prepare.py used it "
+                         "(sha256 differs)")
+    try:  # parsed here: tiktoken.load would read through (and write) its download cache
+        lines = (line.split() for line in data.splitlines() if line)
+        ranks = {base64.b64decode(token, validate=True): int(rank) for token, rank in lines}
+    except ValueError:  # also binascii.Error
+        ranks = None
+    if not ranks:
+        raise UsageError(f"{path!r} is not a tiktoken ranks file (lines of 'base64-token rank')")
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:  # tiktoken would panic (a Rust PanicException, not an Exception) on such a byte
+        raise UsageError(f"{path!r} lacks {len(missing)} of the 256 single-byte tokens (the first: "
+                         f"{bytes(missing[:1])!r}); byte-level BPE needs every byte in its ranks")
+    if len(set(ranks.values())) != len(ranks):
+        raise UsageError(f"{path!r} gives two tokens the same rank; each token needs its own rank")
+    special_tokens = special_tokens or {EOT: max(ranks.values()) + 1}
+    name = os.path.basename(path).removesuffix('.tiktoken')
+    try:
+        enc = tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=ranks,
+                                special_tokens=special_tokens)
+    except Exception as e:
+        why = f"{type(e).__name__}: {e}".splitlines()[0]
+        raise UsageError(f"cannot build a tokenizer from {path!r}: {why}") from None
+    info = {'kind': 'tiktoken', 'name': name, 'ranks_file': os.path.abspath(path),
+            'ranks_sha256': hashlib.sha256(data).hexdigest(), 'pat_str': pat_str,
+            'special_tokens': special_tokens}
+    return TiktokenTokenizer(enc, info)
+
+
+# the sha256 of the ranks file of an encoding known by name, so that a local copy can stand in for
+# it offline, checked: gpt2's ranks are r50k_base's (openaipublic's r50k_base.tiktoken)
+KNOWN_RANKS = {'gpt2': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930',
+               'r50k_base': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930'}
+
+
+def tiktoken_by_name(name, *, flag='--tokenizer'):
+    """tiktoken.get_encoding(name): downloaded on first use, then read from TIKTOKEN_CACHE_DIR (or
+    its temp dir). Offline, the message names `flag`: the option that takes a local ranks file."""
+    import tiktoken
+    names = tiktoken.list_encoding_names()
+    if name not in names:
+        raise UsageError(f"unknown tokenizer {name!r}; choose char, byte, a tiktoken encoding "
+                         f"({', '.join(names)}) or a path to a .tiktoken ranks file")
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as e:  # offline: requests' ConnectionError, or anything else from the download
+        raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, pass "
+                         f"{flag}=path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy "
+                         "of its cache") from None
+    return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
+
+
+def load_tokenizer(meta, *, ranks_file='', look_in=()):
+    """Rebuild the tokenizer that meta.json (as a dict) describes. A BPE ranks file no longer where
+    it was (a moved folder, another machine) is `ranks_file` if given, else the *.tiktoken file in
+    one of the folders `look_in` whose sha256 is the one recorded."""
+    tok = (meta or {}).get('tokenizer')
+    kind = tok.get('kind') if isinstance(tok, dict) else None
+    if kind == 'char':
+        return CharTokenizer(tok['chars'])
+    if kind == 'byte':
+        return ByteTokenizer()
+    if kind == 'tiktoken' and tok.get('ranks_file'):  # a file prepare.py read, its sha256 kept
+        path, sha = ranks_file or tok['ranks_file'], tok.get('ranks_sha256')
+        if not ranks_file and not os.path.isfile(path):
+            path = find_ranks_file(sha, look_in) or path
+            if not os.path.isfile(path):
+                raise UsageError(f"tiktoken ranks file {tok['ranks_file']!r} is not there any "
+                                 f"more (moved?) and no *.tiktoken file with its sha256 "
+                                 f"({(sha or '?')[:12]}...) is in "
+                                 f"{', '.join(look_in) or 'the folders looked in'}; pass "
+                                 f"--ranks_file=path/to/{os.path.basename(tok['ranks_file'])}")
+        return tiktoken_from_file(path, pat_str=tok.get('pat_str', GPT2_PATTERN),
+                                  special_tokens=tok.get('special_tokens'), sha256=sha)
+    if kind == 'tiktoken':  # by name (gpt2): a local ranks file stands in, checked by its sha256
+        name, sha = tok['name'], KNOWN_RANKS.get(tok['name'])
+        if ranks_file and not os.path.isfile(ranks_file):
+            raise UsageError(f"--ranks_file={ranks_file!r} not found (or not a regular file)")
+        if ranks_file and sha:
+            if hashlib.sha256(pathlib.Path(ranks_file).read_bytes()).hexdigest() != sha:
+                raise UsageError(f"--ranks_file={ranks_file!r} is not {name}'s ranks (its sha256 "
+                                 f"is not {sha[:12]}...); pass the {name}.tiktoken ranks file")
+        path = ranks_file or (find_ranks_file(sha, look_in) if sha else None)
+        if path:
+            enc = tiktoken_from_file(path, special_tokens={EOT: 50256}, sha256=sha)
+            return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': name})
+        return tiktoken_by_name(name, flag='--ranks_file')
+    raise UsageError(f"meta.json does not describe a tokenizer (tokenizer = {tok!r}); "
+                     "rerun prepare.py")
+
+
+def find_ranks_file(sha256, folders):
+    """The first *.tiktoken file in `folders` whose contents have this sha256, or None."""
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, '*.tiktoken'))):
+            if sha256 and hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest() == sha256:
+                return path
+    return None
+
+
+def tokenizer_problem(meta):
+    """What is wrong with the tokenizer a meta.json describes, or None: checked before training, so
+    that a run whose tokens sample.py could not decode is refused before it trains, not after."""
+    tok, vocab = meta.get('tokenizer'), meta.get('vocab_size')
+    kind = tok.get('kind') if isinstance(tok, dict) else None
+    if kind not in ('char', 'byte', 'tiktoken'):
+        return f"does not describe a tokenizer (tokenizer = {tok!r})"
+    if kind == 'char':
+        chars = tok.get('chars')
+        if not isinstance(chars, str) or list(chars) != sorted(set(chars)):
+            return "has a character list that is not each character once, in code-point order"
+        if len(chars) != vocab:
+            return f"lists {len(chars)} characters for vocab_size={vocab}"
+    if kind == 'byte' and vocab != 256:
+        return f"has vocab_size={vocab} for the byte tokenizer (256)"
+    if kind == 'tiktoken' and not isinstance(tok.get('name'), str):
+        return f"names no tiktoken encoding (tokenizer = {tok!r})"
+    return None
+
+
+def tokenizer_of(meta):
+    """What a resumed run must keep: the data's tokenizer as meta.json describes it (None, raw llm.c
+    shards: GPT-2 BPE), less the ranks file's path (its sha256 says what it holds)."""
+    tok = {'kind': 'tiktoken', 'name': 'gpt2'} if meta is None else meta.get('tokenizer')
+    return {k: v for k, v in tok.items() if k != 'ranks_file'} if isinstance(tok, dict) else tok
+
+
+def describe_tokenizer(meta):
+    """A tokenizer in a few words: 'char (65 characters)', 'tiktoken gpt2', 'raw shards (GPT-2
+    BPE)'."""
+    tok = tokenizer_of(meta)
+    if meta is None:
+        return "raw shards (GPT-2 BPE)"
+    if not isinstance(tok, dict):
+        return repr(tok)
+    if tok.get('kind') == 'char':
+        return f"char ({len(tok.get('chars', ''))} characters)"
+    return ' '.join(str(tok[k]) for k in ('kind', 'name', 'ranks_sha256') if k in tok)
+
+
+# -----------------------------------------------------------------------------
+# the shard format and meta.json: written here, read by train.py
+
+MAGIC = 20240520
+HEADER_BYTES = 256 * 4
+# prepare.py's shards are <split>_g<run>_<index>.bin, with a run number no file in the folder has
+# used, so a run never overwrites the shards meta.json lists (<split>_<index>.bin are older);
+# LEFTOVER: the temporary files of killed runs
+PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
+LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')
+
+
+class ShardError(UsageError):
+    """A file that is not a complete token shard (truncated, corrupt, or something else)."""
+
+
+def shard_header(ntok, dtype):
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (MAGIC, 1 if np.dtype(dtype) == np.uint16 else 2, ntok)  # 1: uint16, 2: uint32
+    return header.tobytes()
+
+
+def load_shard(path):
+    """One shard's tokens as a read-only np.memmap, after checking its header against the file."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        raise ShardError(f"shard {path!r} not found") from None
+    if size < HEADER_BYTES:
+        raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
+                         "header; it is truncated, rerun prepare.py")
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    if header[0] != MAGIC:
+        raise ShardError(f"{path}: not a token shard (magic number {header[0]}, expected {MAGIC})")
+    if header[1] not in (1, 2):
+        raise ShardError(f"{path}: unknown shard version {header[1]} (1 = uint16 tokens, 2 = uint32)")
+    dtype = np.dtype(np.uint16 if header[1] == 1 else np.uint32)
+    ntok = int(header[2])
+    expected = HEADER_BYTES + ntok * dtype.itemsize
+    if ntok < 0 or size != expected:
+        raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file "
+                         f"has {size} bytes; it is truncated or corrupt, rerun prepare.py")
+    if ntok == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
+
+
+def find_shards(data_dir, split):
+    """The shard paths of `split`: those meta.json lists, else (raw llm.c shards) the sorted
+    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names)."""
+    meta = read_meta(data_dir)
+    if meta and 'shards' in meta:  # only these: an unfinished run's files stay invisible
+        paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
+        missing = next((p for p in paths if not os.path.isfile(p)), None)
+        if missing:
+            raise UsageError(f"{missing} is listed in meta.json but missing; rerun prepare.py")
+        if paths:
+            return paths
+    else:  # a meta.json without a shard list (written by hand) ignores the numbered runs' shards
+        for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
+            paths = sorted(p for p in glob.glob(os.path.join(glob.escape(data_dir), pattern))
+                           if not (meta and re.fullmatch(r'\w+_g\d+_\d{6}\.bin', os.path.basename(p))))
+            if paths:
+                return paths
+    raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
+                     f"(python prepare.py writes data/pydoc_char)")
+
+
+def open_dataset(data_dir):
+    """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
+    UsageError that names the prepare.py command to run."""
+    if not os.path.isdir(data_dir):
+        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
+                         f"first or pass --data_dir=...")
+    meta = read_meta(data_dir)
+    problem = meta and tokenizer_problem(meta)
+    if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
+        raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+    return meta, {split: find_shards(data_dir, split) for split in ('train', 'val')}
+
+
+def read_meta(data_dir):
+    """The parsed data_dir/meta.json after checking it, or None when there is none (raw llm.c
+    shards). prepare.py's shard names without a meta.json are what an older prepare.py left when it
+    failed half-way: a UsageError, rather than reading them as raw shards."""
+    path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(path):
+        try:
+            ours = sorted(n for n in os.listdir(data_dir) if PREPARED.fullmatch(n))
+        except OSError:
+            ours = []  # no folder: find_shards says so
+        if ours:
+            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no "
+                             "meta.json: a prepare.py run did not finish; rerun prepare.py (raw "
+                             "llm.c shards are named like fineweb_train_000001.bin)")
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            meta = json.load(f)
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{path} is unreadable ({e}); rerun prepare.py") from None
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path} {problem}; rerun prepare.py")
+    return meta
+
+
+def meta_problem(meta):
+    """What is wrong with a parsed meta.json, or None."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__}, not an object"
+    vocab = meta.get('vocab_size')
+    if type(vocab) is not int or vocab <= 0:
+        return f"has vocab_size={vocab!r}, not a positive integer"
+    eot = meta.get('eot_token')
+    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
+        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
+    shards = meta.get('shards', {'train': [], 'val': []})
+    if not (isinstance(shards, dict) and all(isinstance(shards.get(s), list) and all(
+            isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n) for n in shards[s])
+            for s in ('train', 'val'))):
+        return ("has a malformed shard list (expected shards = {'train': [file names], "
+                "'val': [file names]})")
+    top = meta.get('max_id', {})
+    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
+        return f"has a malformed max_id {top!r}"
+    for split, i in top.items():
+        if i >= vocab:
+            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
+    return None
+
+
+def prepare_command(data_dir):
+    """The prepare.py command that writes `data_dir` (by default data/<corpus>_<tokenizer>)."""
+    corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
+    if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
+        at_default = os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B')
+        out = '' if at_default else f" --out_dir={data_dir}"
+        return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
+    if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
+        return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
+    args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []
+    default = 'byte' if corpus == 'stdlib' else 'char'
+    tok = tok or default
+    if tok != default:
+        args.append(f"--tokenizer={tok}")
+    if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
+        args.append(f"--out_dir={data_dir}")
+    return ' '.join(['python prepare.py', *args])
+
+
+# what in meta.json says which data it is (not the shards' names, the command that wrote them, nor
+# fields a later prepare.py may add)
+DATA_FIELDS = ('tokenizer', 'vocab_size', 'source', 'split', 'tokens', 'bytes')
+
+
+def fingerprint(meta):
+    """12 hex digits naming the data a meta.json describes, not where it lies or which run wrote it:
+    two folders prepared from the same text agree. None for raw shards (no meta.json)."""
+    if meta is None:
+        return None
+    what = {k: meta.get(k) for k in DATA_FIELDS}
+    source = what['source'] if isinstance(what['source'], dict) else {}
+    # not where the text was found; for a source with no hash of its own (a folder), its tokens'
+    what['source'] = {k: v for k, v in source.items() if k not in ('root', 'inputs')}
+    if 'sha256' not in source:
+        what['token_sha256'] = meta.get('token_sha256')
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def describe_data(meta, data_dir=None):
+    """'stdlib (cpython 3.11.7, sha256 1a2b3c4d5e6f) in data/stdlib_byte': the data in a few words;
+    'data 0123456789ab' (its fingerprint) where meta.json names no source."""
+    if meta is None:
+        return f"raw shards{f' in {data_dir}' if data_dir else ''}"
+    source = meta.get('source') if isinstance(meta.get('source'), dict) else {}
+    sha = source.get('sha256') and f"sha256 {source['sha256'][:12]}"
+    about = ', '.join(v for v in (source.get('python'), sha) if v)
+    name = source.get('name') or f"data {fingerprint(meta)}"
+    return f"{name}{f' ({about})' if about else ''}" + (f" in {data_dir}" if data_dir else '')
+
+
+# -----------------------------------------------------------------------------
+# writing a dataset folder: new shards beside the old, then one atomic switch
+
+class DatasetWriter:
+    """
+    A new dataset in `out_dir`, committed in one step or not at all:
+        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # lock the folder
+            w.add('train', ids, nbytes) ...  # write shards <split>_g<run>_<index>.bin
+            w.commit(meta)                   # meta.json lists them: the switch; the old shards go
+    The new shards are invisible to readers until meta.json lists them (and their header says 0
+    tokens until they are complete). Leaving the block without commit() (an error, Ctrl-C) removes
+    what this run wrote: the folder keeps its old dataset. A second prepare.py into the folder is
+    refused with one line naming the first. Any OSError becomes a one-line UsageError.
+    """
+
+    def __init__(self, out_dir, *, dtype, shard_tokens):
+        self.out_dir, self.dtype, self.limit = out_dir, np.dtype(dtype), shard_tokens
+        self.paths, self.committed = [], False  # the files this run made
+        self.done = {'train': [], 'val': []}  # names of complete shards
+        self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
+        self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens
+        self.max_id = {}
+        self.f, self.split, self.n = None, None, 0  # the shard being written
+
+    def __enter__(self):
+        self.created = makedirs(self.out_dir)  # the folders this run made
+        try:
+            self.lock = lock_folder(self.out_dir, 'a dataset')
+        except UsageError:
+            self.discard()
+            raise
+        try:
+            old = read_meta(self.out_dir)
+        except UsageError:  # unreadable or half-written: replaced below, nothing in it to keep
+            old = None
+        if old and 'shards' in old:  # what killed runs left takes space the new shards need
+            self.remove_stale(old)
+        try:
+            names = os.listdir(self.out_dir)
+        except OSError as e:
+            raise UsageError(f"cannot read --out_dir={self.out_dir!r}: {e.strerror or e}") from None
+        # a run number above every one in the folder's shard names: the new shards collide with none
+        self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m),
+                           default=0)
+        return self
+
+    def add(self, split, ids, nbytes):
+        """Append token ids to `split`; `nbytes`: the bytes of text they stand for."""
+        self.bytes[split] += nbytes
+        if len(ids):
+            self.max_id[split] = max(self.max_id.get(split, -1), int(ids.max()))
+        try:
+            while len(ids):
+                if self.f is not None and self.split != split:
+                    self.close_shard()
+                if self.f is None:
+                    name = f"{split}_g{self.run}_{len(self.done[split]):06d}.bin"
+                    self.paths.append(os.path.join(self.out_dir, name))
+                    self.f, self.split = open(self.paths[-1], 'wb'), split
+                    self.f.write(shard_header(0, self.dtype))
+                take = ids[:self.limit - self.n]
+                data = take.astype(self.dtype, copy=False).tobytes()
+                self.sha[split].update(data)
+                self.f.write(data)
+                self.n, ids = self.n + len(take), ids[len(take):]
+                if self.n == self.limit:
+                    self.close_shard()
+        except OSError as e:
+            raise write_error(self.paths[-1], e) from None
+
+    def close_shard(self):
+        if self.f is None:
+            return
+        try:
+            self.f.seek(0)
+            self.f.write(shard_header(self.n, self.dtype))
+            self.f.flush()
+            os.fsync(self.f.fileno())  # the data is on disk before meta.json names it
+            self.f.close()
+        except OSError as e:
+            raise write_error(self.paths[-1], e) from None
+        self.done[self.split].append(os.path.basename(self.paths[-1]))
+        self.tokens[self.split] += self.n
+        self.f, self.n = None, 0
+
+    def commit(self, meta):
+        """Complete `meta` with the shard list and counts and make it the folder's meta.json: until
+        that rename the readers see only the old dataset, from it on only the new one."""
+        self.close_shard()
+        per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
+        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte,
+                    max_id=self.max_id, run=self.run, shards=self.done,
+                    token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
+        fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
+        atomic_write(os.path.join(self.out_dir, 'meta.json'),
+                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+        self.committed = True
+        fsync_dir(self.out_dir)  # the new meta.json is durable before the old shards go
+        self.remove_stale(meta)
+        return meta
+
+    def __exit__(self, kind, e, tb):
+        try:
+            if self.committed or kind is None:
+                return False
+            try:  # ^C can land just after the rename: then the new dataset is the folder's
+                if (read_meta(self.out_dir) or {}).get('run') == self.run:
+                    return False
+            except UsageError:
+                pass
+            self.discard()
+            if isinstance(e, OSError):  # reading the input, say (writing raises UsageError)
+                raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
+            return False
+        finally:
+            os.close(self.lock)
+
+    def discard(self):
+        """Remove every file and folder this run made; what will not go is invisible anyway, and
+        the next run removes it. (Closing may raise again: a full disk fails the flush.)"""
+        if self.f is not None:
+            with contextlib.suppress(OSError):
+                self.f.close()
+            self.f = None
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        for d in self.created:
+            with contextlib.suppress(OSError):
+                os.rmdir(d)  # only if empty
+
+    def remove_stale(self, meta):
+        """Remove prepare.py's files that `meta` does not list: the previous dataset once the new
+        one is committed, and what killed runs left. What will not go stays for the next run."""
+        keep = {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
+        try:
+            names = os.listdir(self.out_dir)
+        except OSError:
+            return
+        for name in names:
+            if (PREPARED.fullmatch(name) or LEFTOVER.fullmatch(name)) and name not in keep:
+                try:
+                    os.remove(os.path.join(self.out_dir, name))
+                except OSError as e:
+                    print(f"prepare: could not remove {name} ({e.strerror}); the next run will",
+                          file=sys.stderr)
+
+
+def makedirs(path):
+    """os.makedirs, returning the directories it created (so a failed run can remove them)."""
+    created, p = [], os.path.abspath(path)
+    while not os.path.exists(p):
+        created.append(p)
+        p = os.path.dirname(p)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out_dir={path!r} is a file")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:  # a file in the way, no permission, a read-only or virtual file system
+        for d in filter(os.path.isdir, created):  # deepest first
+            os.rmdir(d)
+        raise UsageError(f"cannot create directory {path!r}: {e.strerror or e}") from None
+    return created
