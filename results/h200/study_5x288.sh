@@ -3,7 +3,7 @@
 # (records are appended to OUT/shapes_site.jsonl by each run as it finishes; DEADLINE_S, default 540 s,
 # stops the sweeps; Ctrl-C or SIGTERM stops them too, keeping every finished record).
 # The 5x288 study on one GPU (#40 point 4/5), a queue of pipelines in priority order, PIPES of them at once
-# (default 4, three runs each): for each config a WSD lr grid at seed 1 (extended until the best is inside),
+# (default 3, three runs each: about 8 runs at once): for each config a WSD lr grid at seed 1 (extended until the best is inside),
 # then seeds 2 and 3 at the best; gpt and llama also under cosine at the top budget (grid at seed 1, seed 2
 # at its best). A pipeline, or a later sweep of one, starts only while STAGE_S seconds remain before the
 # deadline (default 420: the first session ran about 115 iterations a second over all runs at once, so 12
@@ -14,7 +14,7 @@
 # different OUT share nothing, and a stop of one never stops the other or a later one.
 # Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
 set -u
-OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-4}; STAGE_S=${STAGE_S:-420}; T0=$(date +%s)
+OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-3}; STAGE_S=${STAGE_S:-420}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 S=/tmp/study-$(echo "$OUT" | sha256sum | cut -c1-12); rm -rf "$S"; mkdir -p "$S/logs"
@@ -26,7 +26,10 @@ if [ "${SMALL:-0}" = 1 ]; then
 else
   SRC="$($PY -c 'import site;print(site.getsitepackages()[0])')/**/*.py"
   DATA=data/site_byte; SZ=5x288; B="--max_iters=195,390,780,1560,3125"; TOP=3125; BT="--batch_size=128 --block_size=256"
-  DEV="--device=cuda --dtype=bfloat16 --eval_iters=20 --eval_interval=390 --warmup_iters=50"
+  # compiled: 8 compiled runs at once do 444 iterations/s on an H100, 8 eager ones 201, 1 eager 100
+  # (results/h100/levers_2026-11-26.txt); compile is part of a run's setting, so the eager records of
+  # the first session stay apart and these runs redo them
+  DEV="--device=cuda --dtype=bfloat16 --compile --eval_iters=20 --eval_interval=390 --warmup_iters=50"
 fi
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > "$OUT/machine.txt"
