@@ -143,8 +143,7 @@ def parse_size(text):
 
 
 def budget_of(sweep):
-    """(kind, [values]) of the budget given (one or more values), else ('max_iters', [0]): each
-    config's own."""
+    """(kind, [values]) of the one budget given, else ('max_iters', [0]): each config's own."""
     given = [k for k in BUDGETS if getattr(sweep, k)]
     if len(given) > 1:
         raise UsageError(f"give one budget, not {' and '.join(given)}")
@@ -186,7 +185,6 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     args = [path, *recipe, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()),
             f'--seed={seed}']
     if lr:
-
         args += [f'--learning_rate={lr}'] + ([] if 'min_lr' in given else [f'--min_lr={lr / 10}'])
     cfg = parse_config(TrainConfig, args)
     kind, values = budget_of(sweep)
@@ -257,8 +255,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
 
 
 def val_set(cfg):
-    """Which val batches score a run, in words: runs with the same words are scored on the same
-    text."""
+    """Which val batches score a run, in words: equal words, the same text."""
     seed = "each run's own seed" if cfg.eval_seed == -1 else f"eval_seed {cfg.eval_seed}"
     return f"{cfg.eval_iters} x {cfg.batch_size} x {cfg.block_size} tokens of val, {seed}"
 
@@ -298,7 +295,6 @@ def plan_sweep(sweep, paths, overrides, records):
     cells = [(path, size) for size in sizes for path in paths]  # size: a dict of overrides, or None
     grids = [learning_rates(sweep, records, plan_run(p, sweep, overrides, seed=1, lr=0, size=s))
              for p, s in cells]
-
     _, values = budget_of(sweep)
     # seed-major order: an interrupted sweep has compared every config on the same seeds so far
     return [plan_run(path, sweep, overrides, seed=seed, lr=grid[k], size=size, budget=v)
@@ -317,7 +313,6 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
     for r in records:
         cell = run_id({k: v for k, v in r['key'].items() if k not in ignore})
         by_cell.setdefault(cell, []).append(r)
-
     for cell, ps in cells.items():
         rs = by_cell.get(cell, [])
         lrs = sorted({r['lr'] for r in rs})
@@ -381,7 +376,6 @@ class Sweep:
     def train(self, cmd, resume):
         """Run train.py (through `sweep.py --child`): (True, seconds), or (False, why it did not
         end as asked: None or 'stopped' when stopped)."""
-
         t0 = time.time()
         child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]
         proc = self.stopper.run(child + (['--init_from=resume'] if resume else []), env=self.env)
@@ -393,50 +387,40 @@ class Sweep:
             return False, f"exit {proc.returncode}: {last_line(proc)}\n  rerun: {' '.join(cmd)}"
         return True, time.time() - t0
 
-    def advance_trunk(self, plan):
-        """Train (or resume) the constant-lr run of `plan` up to plan.branch_at: True, False when it
-        is already past it (a sweep with other budgets took it further), None when stopped or failed
-        (said)."""
-        ckpt = os.path.join(plan.trunk, 'ckpt.pt')
-        state = peek(ckpt)
-        at = (state or {}).get('iter_num')
-        if at is not None and at > plan.branch_at:
-            return False
-        if at == plan.branch_at and state.get('finished'):
-            return True
-        if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
-            shutil.rmtree(plan.trunk, ignore_errors=True)
-        decay = max(plan.key['lr_decay_iters'], plan.branch_at + 1)
-        cmd = plan.trunk_cmd + [f'--max_iters={plan.branch_at}', f"--lr_decay_iters={decay}"]
-        ok, why = self.train(cmd, resume=at is not None)
-        state = peek(ckpt) or {}
-        if ok and state.get('iter_num') == plan.branch_at:
-            return True
-        if ok:
-            why = f"it ended at iter {state.get('iter_num')}, not {plan.branch_at}"
-        if why not in (None, 'stopped'):
-            self.dead_trunks.add(plan.trunk)
-        self.note(plan, None, why, trunk=True)
-        return None
-
     def branch(self, plan):
-        """Copy plan's constant-lr run at the cooldown's start into plan.run_dir: True, False when
-        that run is already past it (the branch then trains from scratch, the same run), or None.
-        The trunk is claimed while it trains and is copied: sweeps with other budgets take turns."""
+        """Train (or resume) plan's constant-lr run up to the cooldown's start and copy it into
+        plan.run_dir: True; False when that run is already past it (the branch then trains from
+        scratch, the same run); None when stopped or failed (said). The constant-lr run is claimed
+        while it trains and is copied: sweeps with other budgets take turns."""
         fd = self.claim(plan.trunk)
         if fd is None:
-            self.note(plan, None, None)
-            return None
+            return self.note(plan, None, None)
         try:
-            trunk = self.advance_trunk(plan)
-            if trunk:  # copied whole or not at all: a kill midway leaves no half a run behind
-                copying = plan.run_dir + '.copying'
-                shutil.rmtree(copying, ignore_errors=True)
-                os.makedirs(copying)
-                for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-                    shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
-                os.replace(copying, plan.run_dir)
-            return trunk
+            ckpt = os.path.join(plan.trunk, 'ckpt.pt')
+            state = peek(ckpt) or {}
+            at = state.get('iter_num')
+            if at is not None and at > plan.branch_at:  # a sweep with other budgets took it further
+                return False
+            if at != plan.branch_at or not state.get('finished'):
+                if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
+                    shutil.rmtree(plan.trunk, ignore_errors=True)
+                until = [f'--max_iters={plan.branch_at}',
+                         f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
+                ok, why = self.train(plan.trunk_cmd + until, resume=at is not None)
+                at = (peek(ckpt) or {}).get('iter_num')
+                if ok and at != plan.branch_at:
+                    ok, why = False, f"it ended at iter {at}, not {plan.branch_at}"
+                if not ok:
+                    if why not in (None, 'stopped'):  # failed: its later branches are not tried
+                        self.dead_trunks.add(plan.trunk)
+                    return self.note(plan, None, why, trunk=True)
+            copying = plan.run_dir + '.copying'  # copied whole or not at all: no half a run behind
+            shutil.rmtree(copying, ignore_errors=True)
+            os.makedirs(copying)
+            for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+                shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
+            os.replace(copying, plan.run_dir)
+            return True
         finally:
             release(fd)
 
@@ -481,7 +465,6 @@ class Sweep:
                                          f"--limit={plan.key['hellaswag']['limit']}",
                                          f'--json={out}', f"--device={plan.key['device']}"],
                                         env=self.env)
-
                 if proc is None or proc.returncode:
                     return self.note(plan, None, 'stopped' if proc is None or self.stopper
                                      else f"hellaswag.py failed: {last_line(proc)}")
@@ -623,8 +606,8 @@ def main(argv):
                                             "[--key=value ...]")
     if sweep.plot:
         if not positional:
-            raise UsageError("--plot needs run directories: python sweep.py --plot out-gpt "
-                             "out-gmlp")
+            raise UsageError("--plot needs run directories: "
+                             "python sweep.py --plot out-gpt out-gmlp")
         rows = [run_summary(d) for d in positional]
         print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
         png = sweep.png or os.path.join(sweep.out_prefix, 'runs.png')
@@ -668,7 +651,6 @@ def main(argv):
             raise UsageError(f"--recipe={sweep.recipe} changes {os.path.basename(path)[:-3]}'s "
                              f"architecture ({changed}), so its rows would be named for a block "
                              "they did not train; keep architecture keys in the config files")
-
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
     png = sweep.png or os.path.splitext(results_path.split(',')[0])[0] + '.png'
     ok = True
@@ -789,7 +771,6 @@ def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
         if waiting and not said:
             print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr,
                   flush=True)
-
             said = True
         time.sleep(poll_s)
 
