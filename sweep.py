@@ -137,8 +137,8 @@ def parse_size(text):
     except ValueError:
         raise UsageError(f"size {text!r} is not LAYERSxWIDTH (e.g. 4x128)") from None
     if n_layer < 1 or n_embd < 32 or n_embd % 32:
-        raise UsageError(f"size {text!r}: need at least 1 layer and a width that is a "
-                         "multiple of 32")
+        raise UsageError(f"size {text!r}: need at least 1 layer "
+                         "and a width that is a multiple of 32")
     return dict(n_layer=n_layer, n_embd=n_embd, n_head=n_embd // 32)
 
 
@@ -180,7 +180,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
     recipe = [sweep.recipe] if sweep.recipe else []  # applied after the config: its keys win
-    flags = keys_given(overrides)  # the user's; these and the recipe's the sweep never replaces
+    flags = keys_given(overrides)  # the user's keys; with the recipe's: never replaced by the sweep
     given = flags | set(exec_config_file(sweep.recipe) if recipe else ())
     args = [path, *recipe, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()),
             f'--seed={seed}']
@@ -209,7 +209,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
                          f"at its budget ({iters} iterations here); leave --lr_decay_iters out, or "
                          "give the budget instead")
     budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
-              'always_save_checkpoint': True}  # a run stopped at any point loses an eval_interval
+              'always_save_checkpoint': True}  # stopped anywhere, it loses an eval_interval at most
     derived = {}  # what the sweep set that neither the user nor the recipe did: said up front
     # warmup: 10% of a short budget at most, unless given; a wsd run keeps the config's (its runs at
     # every budget share their beginning)
@@ -227,7 +227,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': fingerprint(meta),
            **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT},
            'data_dir': os.path.normpath(cfg.data_dir)}  # data/x/ is data/x
-    if resolve_device(run.device) == 'cpu':  # its thread count changes a CPU run's sums: other runs
+    if resolve_device(run.device) == 'cpu':  # threads change a CPU run's sums: another run
         key['threads'] = threads_per_run(sweep)
     if sweep.hellaswag:  # a record with the score is another record
         key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12],
@@ -270,7 +270,7 @@ def learning_rates(sweep, records, first):
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        data = key['data'] or key['data_dir']  # other text prepared into the folder is not the data
+        data = key['data'] or key['data_dir']  # by fingerprint: other text in the folder is not it
         same_data = [r for r in records if (r['key'].get('data') or r['data_dir']) == data]
         schedule, size = first.fields['schedule'], first.fields['size']
         budget = max(values) if kind == 'max_iters' else None
@@ -561,8 +561,8 @@ def check_data(sweep, data_dirs):
     for data_dir in data_dirs:
         stdlib = os.path.normpath(data_dir) == os.path.join('data', 'stdlib_byte')
         if sweep.quick and not os.path.exists(data_dir) and stdlib:
-            print(f"--quick: preparing {data_dir} from this Python's standard library (python "
-                  "prepare.py --dataset=stdlib)", file=sys.stderr)
+            print(f"--quick: preparing {data_dir} from this Python's standard library "
+                  "(python prepare.py --dataset=stdlib)", file=sys.stderr)
             proc = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'),
                                    '--dataset=stdlib'], capture_output=True, text=True)
             if proc.returncode:
@@ -594,8 +594,8 @@ def announce(plans):
     if worst[0] > 0.25:
         share, b, evals, n = worst
         print(f"note: evaluation will take about {share:.0%} of a run's time at budget {b:g} "
-              f"({evals} evaluations x 2 splits x {n} batches); fewer with --eval_interval or "
-              "--eval_iters", file=sys.stderr)
+              f"({evals} evaluations x 2 splits x {n} batches); "
+              "fewer with --eval_interval or --eval_iters", file=sys.stderr)
 
 
 def main(argv):
@@ -622,8 +622,8 @@ def main(argv):
     for flag, path in [('recipe', sweep.recipe), ('hellaswag', sweep.hellaswag),  # a file or none
                        *(('results', p) for p in sweep.results.split(','))]:
         if path and os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-            raise UsageError(f"--{flag}={path!r} is not a regular file (a device, pipe or socket); "
-                             "name a file")
+            raise UsageError(f"--{flag}={path!r} is not a regular file "
+                             "(a device, pipe or socket); name a file")
         if path and flag != 'results' and not os.path.isfile(path):
             raise UsageError(f"--{flag}={path!r} not found")
         if path and flag != 'results' and not os.access(path, os.R_OK):
@@ -658,8 +658,8 @@ def main(argv):
         check_writable(results_path)  # (files the user named first, then what the runs need)
         check_data(sweep, data_dirs)
         if sweep.max_seconds and sweep.jobs > 1:
-            print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not "
-                  "equal work", file=sys.stderr)
+            print("note: max_seconds with jobs > 1: runs share the cores, "
+                  "so equal seconds are not equal work", file=sys.stderr)
         claims = os.path.join(sweep.out_prefix, '.claims')
         try:  # made now, before any run starts
             os.makedirs(claims, exist_ok=True)
@@ -784,11 +784,11 @@ def release(fd):
 # a run as this sweep starts it: train.py, stopped by the sweep's death
 
 def stop_with_the_sweep():
-    """`python sweep.py --child train.py ARGS`, how Sweep starts each run, runs train.py as `python
+    """`python sweep.py --child train.py ARGS` (how Sweep starts each run) runs train.py as `python
     train.py ARGS` would, stopped by the sweep's death, even by SIGKILL, as SIGTERM stops it (it
-    saves, exit 143): a run never trains on alone. Linux's parent-death signal is SIGUSR2 (it comes
+    saves, exit 143): a run never trains on alone. Linux's parent-death signal, SIGUSR2 (it comes
     once per thread of the dying sweep, so it cannot be SIGTERM, whose second arrival aborts),
-    turned into one SIGTERM. Before train.py takes SIGTERM, that ends the run at once."""
+    becomes one SIGTERM (one before train.py takes SIGTERM just ends the run: nothing to save)."""
     pid = os.environ.get('SWEEP_PID', '')
     if not pid.isdigit() or not sys.platform.startswith('linux'):
         return
