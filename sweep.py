@@ -29,7 +29,7 @@ longest plus the cooldowns. Results go to out-sweep/ unless --results names a fi
 import os
 import signal
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
+if __name__ == "__main__":  # Ctrl-C while the imports load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
@@ -53,39 +53,27 @@ try:
 except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
     fcntl = None
 
-from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder, numbers,
-                          parse_config, require, run_main, split_flags)
+from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder,
+                          numbers, parse_config, require, run_main, split_flags)
+from dataset import describe_data, fingerprint, open_dataset, read_meta
 from guards import config_from_dict, peek, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops, count_params
-from dataset import describe_data, fingerprint, open_dataset, read_meta
 from prepare import sha256_file
-from report import RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log, run_summary
+from report import (RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log,
+                    run_summary)
 from stats import ARCH, append_record, best_lr, check_writable, read_results, run_id, tuned_lrs
 from train import TrainConfig
 
-
-
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
-
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
 TRAIN = os.path.join(HERE, 'train.py')
-
-
 EVAL = os.path.join(HERE, 'hellaswag.py')
-
-
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
-NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s', 'peak_flops')
-
-
+NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s',
+             'peak_flops')
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
 LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'eval_interval')
-
-
 EVALS = 8  # evaluations per run (a curve to draw) unless --eval_interval is given
 
 
@@ -116,16 +104,15 @@ class SweepConfig:
 
     def __post_init__(self):
         require(self, 'seeds jobs', lambda v: v >= 1, "must be at least 1")
-        require(self, 'max_seconds', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
+        require(self, 'max_seconds', lambda v: 0 <= v < math.inf,
+                "must be a finite number, not negative")
         require(self, 'hellaswag_limit', lambda v: v >= 0, "must not be negative (0 = every item)")
 
 
-# --quick: the machinery in about a minute: three blocks, two seeds, two learning rates, 2 x 64 at a
-# 64-byte context (where gMLP's spatial weights let it match gpt's parameters), 100 iterations
-QUICK = dict(configs=['gpt', 'llama', 'gmlp'], max_iters=['100'], seeds=2, learning_rate=['2e-3', '4e-3'],
-             sizes=['1x32', '2x64'], jobs=2)
-
-
+# --quick: three blocks, two seeds, two learning rates, 2 x 64 at a 64-byte context (where gMLP's
+# spatial weights let it match gpt's parameters), 100 iterations
+QUICK = dict(configs=['gpt', 'llama', 'gmlp'], max_iters=['100'], seeds=2,
+             learning_rate=['2e-3', '4e-3'], sizes=['1x32', '2x64'], jobs=2)
 QUICK_TRAIN = ['--eval_iters=10', '--block_size=64']
 
 
@@ -141,7 +128,7 @@ class Plan:
     trunk: str = None   # wsd: the folder of the constant-lr run it branches from, else None
     trunk_cmd: list = None  # that run's command, less its --max_iters
     branch_at: int = 0  # wsd: the iteration where its cooldown starts
-    derived: dict = field(default_factory=dict)  # settings the sweep chose for it (neither given nor the recipe's)
+    derived: dict = field(default_factory=dict)  # set by the sweep, not by the user or the recipe
 
 
 def parse_size(text):
@@ -151,14 +138,13 @@ def parse_size(text):
     except ValueError:
         raise UsageError(f"size {text!r} is not LAYERSxWIDTH (e.g. 4x128)") from None
     if n_layer < 1 or n_embd < 32 or n_embd % 32:
-        raise UsageError(f"size {text!r}: need at least 1 layer and a width that is a multiple of "
-                         "32")
+        raise UsageError(f"size {text!r}: need at least 1 layer "
+                         "and a width that is a multiple of 32")
     return dict(n_layer=n_layer, n_embd=n_embd, n_head=n_embd // 32)
 
 
 def budget_of(sweep):
-    """(kind, [values]) of the sweep's budget: the one given (one or more values), else each config's own
-    max_iters ([0])."""
+    """(kind, [values]) of the one budget given, else ('max_iters', [0]): each config's own."""
     given = [k for k in BUDGETS if getattr(sweep, k)]
     if len(given) > 1:
         raise UsageError(f"give one budget, not {' and '.join(given)}")
@@ -167,12 +153,11 @@ def budget_of(sweep):
     kind = given[0]
     if kind == 'max_seconds':
         return kind, [sweep.max_seconds]
-    values = numbers(kind, getattr(sweep, kind), float if kind == 'max_flops' else integer)
-    return kind, sorted(set(values))
+    return kind, sorted(set(numbers(kind, getattr(sweep, kind),
+                                    float if kind == 'max_flops' else integer)))
 
 
 def threads_per_run(sweep):
-    """The threads each run gets: the cores shared among `jobs` runs at once."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     return max(1, cores // sweep.jobs)
 
@@ -189,31 +174,17 @@ def digest(key, n=10):
     return hashlib.sha256(run_id(key).encode()).hexdigest()[:n]
 
 
-def data_fingerprint(data_dir):
-    try:
-        return fingerprint(read_meta(data_dir)) if os.path.isdir(data_dir) else None
-    except UsageError:  # train.py says what is wrong with it
-        return None
-
-
-def recipe_keys(sweep):
-    """The keys the --recipe file sets (they win over the sweep's own choices, as the user's flags do)."""
-    return set(exec_config_file(sweep.recipe)) if sweep.recipe else set()
-
-
-def recipe_files(sweep):
-    """The config file applied after each architecture's (its keys win, the block stays), if any."""
-    return [sweep.recipe] if sweep.recipe else []
-
-
 def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     """The plan of one run: its train.py command, key and folder. Token and FLOPs budgets become an
-    iteration count per config, and the learning-rate schedule ends there (lr_decay_iters), so every
-    architecture finishes its decay at the budget whatever its FLOPs per token. The key is the run as
-    train.py will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
+    iteration count per config, where the lr schedule ends (lr_decay_iters): every architecture
+    finishes its decay at the budget whatever its FLOPs per token. The key is the run as train.py
+    will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
     name = os.path.basename(path)[:-3]
-    given = keys_given(overrides) | recipe_keys(sweep)  # what the user or the recipe set: never replaced
-    args = [path, *recipe_files(sweep), *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()), f'--seed={seed}']
+    recipe = [sweep.recipe] if sweep.recipe else []  # applied after the config: its keys win
+    flags = keys_given(overrides)  # the user's keys; with the recipe's: never replaced by the sweep
+    given = flags | set(exec_config_file(sweep.recipe) if recipe else ())
+    args = [path, *recipe, *overrides, *(f'--{k}={v}' for k, v in (size or {}).items()),
+            f'--seed={seed}']
     if lr:
         args += [f'--learning_rate={lr}'] + ([] if 'min_lr' in given else [f'--min_lr={lr / 10}'])
     cfg = parse_config(TrainConfig, args)
@@ -234,18 +205,19 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     elif kind == 'max_flops':
         iters = math.ceil(value / (tokens_per_iter * fpt))
     wsd = cfg.decay_lr and cfg.lr_schedule == 'wsd'
-    if 'lr_decay_iters' in keys_given(overrides) and cfg.lr_decay_iters != iters and kind != 'max_seconds':
-        raise UsageError(f"--lr_decay_iters={cfg.lr_decay_iters}: a sweep ends each run's schedule at its budget "
-                         f"({iters} iterations here); leave --lr_decay_iters out, or give the budget instead")
+    if 'lr_decay_iters' in flags and cfg.lr_decay_iters != iters and kind != 'max_seconds':
+        raise UsageError(f"--lr_decay_iters={cfg.lr_decay_iters}: a sweep ends each run's schedule "
+                         f"at its budget ({iters} iterations here); leave --lr_decay_iters out, or "
+                         "give the budget instead")
     budget = {'max_iters': iters if kind != 'max_seconds' else 10 ** 12, 'lr_decay_iters': iters,
-              'always_save_checkpoint': True}  # a run stopped at any point loses at most an eval_interval
-    derived = {}  # what the sweep set that neither the user nor the recipe did: said before the runs start
-    # warmup: 10% of a short budget at most, unless given; a wsd run keeps the config's (its runs at every
-    # budget share their beginning)
+              'always_save_checkpoint': True}  # stopped anywhere, it loses an eval_interval at most
+    derived = {}  # what the sweep set that neither the user nor the recipe did: said up front
+    # warmup: 10% of a short budget at most, unless given; a wsd run keeps the config's (its runs at
+    # every budget share their beginning)
     if 'warmup_iters' not in given and not wsd and cfg.warmup_iters > iters // 10:
         budget['warmup_iters'] = derived['warmup_iters'] = max(iters // 10, 0)
-    if 'eval_interval' not in given and kind != 'max_seconds':
-        budget['eval_interval'] = derived['eval_interval'] = max(1, iters // EVALS)  # EVALS points a curve
+    if 'eval_interval' not in given and kind != 'max_seconds':  # EVALS points a curve
+        budget['eval_interval'] = derived['eval_interval'] = max(1, iters // EVALS)
     if kind != 'max_iters':
         budget[kind] = value
     try:
@@ -253,60 +225,64 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     except ValueError as e:
         raise UsageError(f"{name} at {kind}={value:g}: {e}") from None
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
-    key = {'config': name, 'budget': kind, 'budget_value': value, 'data': data_fingerprint(cfg.data_dir),
+    key = {'config': name, 'budget': kind, 'budget_value': value, 'data': fingerprint(meta),
            **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT},
            'data_dir': os.path.normpath(cfg.data_dir)}  # data/x/ is data/x
-    if resolve_device(run.device) == 'cpu':  # its thread count changes a CPU run's sums: another run
+    if resolve_device(run.device) == 'cpu':  # threads change a CPU run's sums: another run
         key['threads'] = threads_per_run(sweep)
     if sweep.hellaswag:  # a record with the score is another record
-        key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12], 'limit': sweep.hellaswag_limit}
-    fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate, optimizer=cfg.optimizer,
-                  budget=kind, budget_value=value, data_dir=cfg.data_dir, block_size=cfg.block_size,
-                  batch_size=cfg.batch_size, schedule=cfg.lr_schedule if cfg.decay_lr else 'constant',
-                  val_set=val_set(run))
+        key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12],
+                            'limit': sweep.hellaswag_limit}
+    fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate,
+                  optimizer=cfg.optimizer, budget=kind, budget_value=value, data_dir=cfg.data_dir,
+                  block_size=cfg.block_size, batch_size=cfg.batch_size,
+                  schedule=cfg.lr_schedule if cfg.decay_lr else 'constant', val_set=val_set(run))
     label = f"{name}-{size_label}-s{seed}-lr{cfg.learning_rate:g}-{cfg.optimizer}"
     sched = '-wsd' if wsd else ''
     run_dir = os.path.join(sweep.out_prefix, f"{label}{sched}-{kind}{value:g}-{digest(key)}")
     cmd = [sys.executable, TRAIN, *args, f'--out_dir={run_dir}', '--log_interval=50',
            *(f'--{k}={v}' for k, v in budget.items())]
-    plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters, iters * tokens_per_iter * fpt,
-                derived=derived)
+    plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters,
+                iters * tokens_per_iter * fpt, derived=derived)
     if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
         trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
         plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
         plan.branch_at = run.cooldown_start()
-        plan.trunk_cmd = [sys.executable, TRAIN, *args, f'--out_dir={plan.trunk}', '--log_interval=50',
-                          '--max_tokens=0', '--max_flops=0', '--max_seconds=0', '--always_save_checkpoint=True',
-                          f'--warmup_iters={run.warmup_iters}', f'--eval_interval={run.eval_interval}']
+        plan.trunk_cmd = [sys.executable, TRAIN, *args, f'--out_dir={plan.trunk}',
+                          '--log_interval=50', '--max_tokens=0', '--max_flops=0', '--max_seconds=0',
+                          '--always_save_checkpoint=True', f'--warmup_iters={run.warmup_iters}',
+                          f'--eval_interval={run.eval_interval}']
     return plan
 
 
 def val_set(cfg):
-    """Which val batches score a run, in words: runs with equal words are scored on the same text."""
+    """Which val batches score a run, in words: equal words, the same text."""
     seed = "each run's own seed" if cfg.eval_seed == -1 else f"eval_seed {cfg.eval_seed}"
     return f"{cfg.eval_iters} x {cfg.batch_size} x {cfg.block_size} tokens of val, {seed}"
 
 
 def learning_rates(sweep, records, first):
-    """The sweep's lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
+    """The lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
     values given, multiples of the config's own (lr_scale), or 'tuned': the best mean in the results
-    file for that config on that corpus, with that schedule, at that size if the grid ran there, at the
-    largest of the sweep's iteration budgets if the grid ran there."""
+    file for that config on that corpus, with that schedule, at that size if the grid ran there, at
+    the largest of the sweep's iteration budgets if the grid ran there."""
     if sweep.learning_rate and sweep.lr_scale:
         raise UsageError("give --learning_rate (a grid, or tuned) or --lr_scale (multiples of each "
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        data = key['data'] or key['data_dir']  # the data's fingerprint: other text prepared into the folder is not it
+        data = key['data'] or key['data_dir']  # by fingerprint: other text in the folder is not it
         same_data = [r for r in records if (r['key'].get('data') or r['data_dir']) == data]
-        kw = dict(schedule=first.fields['schedule'], budget=max(values) if kind == 'max_iters' else None)
-        best = tuned_lrs(same_data, first.fields['size'], **kw).get(key['config'])
-        if best is None and kw['budget'] is not None:
-            best = tuned_lrs(same_data, first.fields['size'], schedule=kw['schedule']).get(key['config'])
+        schedule, size = first.fields['schedule'], first.fields['size']
+        budget = max(values) if kind == 'max_iters' else None
+        best = tuned_lrs(same_data, size, schedule=schedule, budget=budget).get(key['config'])
+        if best is None and budget is not None:
+            best = tuned_lrs(same_data, size, schedule=schedule).get(key['config'])
         if best is None:
             raise UsageError("--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} on the data now in {key['data_dir']} ({kw['schedule']} schedule) "
-                             "to tune from; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3)")
+                             f"{key['config']} on the data now in {key['data_dir']} "
+                             f"({schedule} schedule) to tune from; run an lr grid first "
+                             "(--learning_rate=5e-4,1e-3,2e-3)")
         return [best]
     if sweep.lr_scale:
         return [first.fields['lr'] * f for f in numbers('lr_scale', sweep.lr_scale, float)]
@@ -318,49 +294,41 @@ def learning_rates(sweep, records, first):
 def plan_sweep(sweep, paths, overrides, records):
     sizes = [parse_size(s) for s in sweep.sizes] if sweep.scaling else [None]
     cells = [(path, size) for size in sizes for path in paths]  # size: a dict of overrides, or None
-    lrs = {(path, json.dumps(size)): learning_rates(
-        sweep, records, plan_run(path, sweep, overrides, seed=1, lr=0, size=size)) for path, size in cells}
+    grids = [learning_rates(sweep, records, plan_run(p, sweep, overrides, seed=1, lr=0, size=s))
+             for p, s in cells]
     _, values = budget_of(sweep)
     # seed-major order: an interrupted sweep has compared every config on the same seeds so far
-    return [plan_run(path, sweep, overrides, seed=seed, lr=lrs[path, json.dumps(size)][k], size=size, budget=v)
-            for seed in range(1, sweep.seeds + 1) for k in range(max(map(len, lrs.values())))
-            for path, size in cells if k < len(lrs[path, json.dumps(size)]) for v in values]
+    return [plan_run(path, sweep, overrides, seed=seed, lr=grid[k], size=size, budget=v)
+            for seed in range(1, sweep.seeds + 1) for k in range(max(map(len, grids)))
+            for (path, size), grid in zip(cells, grids) if k < len(grid) for v in values]
 
 
 def beyond_the_edges(sweep, overrides, plans, records, tried):
-    """Plans for the runs that move a best lr off its grid's edge: wherever a config's best lr at a size
-    and budget (on the seeds every grid point has) is the largest (smallest) tried, the same seeds at
-    twice (half) it, at that budget."""
-    out = []
+    """Plans for the runs that move a best lr off its grid's edge: wherever a config's best lr at a
+    size and budget (on the seeds every grid point has) is the largest (smallest) tried, the same
+    seeds at twice (half) it, at that budget."""
     ignore = ('seed', 'learning_rate', 'min_lr')
-    cells = {}
+    cells, by_cell, out = {}, {}, []
     for p in plans:
         cells.setdefault(run_id({k: v for k, v in p.key.items() if k not in ignore}), []).append(p)
-    by_cell = {}
     for r in records:
-        by_cell.setdefault(run_id({k: v for k, v in r['key'].items() if k not in ignore}), []).append(r)
+        cell = run_id({k: v for k, v in r['key'].items() if k not in ignore})
+        by_cell.setdefault(cell, []).append(r)
     for cell, ps in cells.items():
         rs = by_cell.get(cell, [])
-        if len({r['lr'] for r in rs}) < 2:
+        lrs = sorted({r['lr'] for r in rs})
+        if len(lrs) < 2:
             continue
-        lrs, best = sorted({r['lr'] for r in rs}), best_lr(rs)
+        best = best_lr(rs)
         step = 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
+        p = ps[0]
+        size = {k: p.key[k] for k in ('n_layer', 'n_embd', 'n_head')} if sweep.scaling else None
         for seed in sorted({r['seed'] for r in rs if r['lr'] == best}) if step else []:
-            p = ps[0]
-            path, size = p.cmd[2], {k: p.key[k] for k in ('n_layer', 'n_embd', 'n_head')} if sweep.scaling else None
-            plan = plan_run(path, sweep, overrides, seed=seed, lr=best * step, size=size,
+            plan = plan_run(p.cmd[2], sweep, overrides, seed=seed, lr=best * step, size=size,
                             budget=p.fields['budget_value'])
             if plan.run_dir not in tried:
                 out.append(plan)
     return out
-
-
-def describe_corpus(data_dir):
-    """What a run trained on, in a few words (data.describe_data), or '?' where meta.json is unreadable."""
-    try:
-        return describe_data(read_meta(data_dir), data_dir)
-    except UsageError:
-        return f"? in {data_dir}"
 
 
 def record_of(plan, wall_s, branched=None):
@@ -370,14 +338,18 @@ def record_of(plan, wall_s, branched=None):
     evals = [r for r in rows if 'val_loss' in r]
     last, cfg = rows[-1], read_config(plan.run_dir)
     model = config_from_dict(cfg)
+    try:  # what it trained on, in a few words
+        corpus = describe_data(read_meta(cfg['data_dir']), cfg['data_dir'])
+    except UsageError:  # meta.json unreadable
+        corpus = f"? in {cfg['data_dir']}"
     return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
         val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
         val_bpb=evals[-1].get('val_bpb'), val_se=evals[-1].get('val_se'),
-        val_batches=evals[-1].get('val_batches'), corpus=describe_corpus(cfg['data_dir']),
+        val_batches=evals[-1].get('val_batches'), corpus=corpus,
         train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'],
-        flops=last.get('flops'), train_s=last.get('train_s'), elapsed_s=last.get('elapsed_s'), wall_s=wall_s,
-        params=count_params(model), flops_per_token=count_flops(model), n_layer=cfg['n_layer'],
-        n_embd=cfg['n_embd'],
+        flops=last.get('flops'), train_s=last.get('train_s'), elapsed_s=last.get('elapsed_s'),
+        wall_s=wall_s, params=count_params(model), flops_per_token=count_flops(model),
+        n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
         curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
                for r in evals],
         command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
@@ -385,30 +357,28 @@ def record_of(plan, wall_s, branched=None):
 
 
 class Sweep:
-    """The runs of one sweep command as they go: the results file, the threads' environment, the claims
-    (one run folder, one sweep: from its start to its record), the stop, and the progress lines."""
+    """The runs of one sweep command as they go: the results file, the threads' environment, the
+    claims (one run folder, one sweep: from its start to its record), the stop, and the progress."""
 
     def __init__(self, sweep, results_path, stopper):
         self.results, self.stopper, self.score_items = results_path, stopper, sweep.hellaswag
         self.claims = os.path.join(sweep.out_prefix, '.claims')
-        self.env = {**os.environ, 'OMP_NUM_THREADS': str(threads_per_run(sweep)), 'SWEEP_PID': str(os.getpid())}
+        self.env = {**os.environ, 'OMP_NUM_THREADS': str(threads_per_run(sweep)),
+                    'SWEEP_PID': str(os.getpid())}
         self.lock, self.t0 = threading.Lock(), time.time()
         self.done = self.left = 0.0  # FLOPs trained so far and still to train, for the ETA
-        self.recorded, self.failed, self.stopped, self.n = [], [], [], 0
+        self.recorded, self.failed, self.stopped = [], [], []
         self.dead_trunks = set()  # constant-lr runs that failed: their later branches are not tried
 
     def claim(self, run_dir):
         return claim(os.path.join(self.claims, os.path.basename(run_dir)), self.stopper,
                      waiting=f"{os.path.basename(run_dir)}: another sweep is running it")
 
-    def in_file(self, key):
-        k = run_id(key)
-        return next((r for r in read_results(self.results) if run_id(r['key']) == k), None)
-
     def train(self, cmd, resume):
-        """Run train.py; (ok, why): why a run did not end as asked, or None."""
+        """Run train.py (through `sweep.py --child`): (True, seconds), or (False, why it did not
+        end as asked: None or 'stopped' when stopped)."""
         t0 = time.time()
-        child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]  # train.py, through run_child
+        child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]
         proc = self.stopper.run(child + (['--init_from=resume'] if resume else []), env=self.env)
         if proc is None:
             return False, None
@@ -418,63 +388,52 @@ class Sweep:
             return False, f"exit {proc.returncode}: {last_line(proc)}\n  rerun: {' '.join(cmd)}"
         return True, time.time() - t0
 
-    def advance_trunk(self, plan):
-        """The constant-lr run of `plan` trained (or resumed) up to plan.branch_at: True, False when it
-        is already past that point (a sweep with other budgets took it further), or None (stopped or
-        failed, said)."""
-        ckpt = os.path.join(plan.trunk, 'ckpt.pt')
-        state = peek(ckpt)
-        at = (state or {}).get('iter_num')
-        if at is not None and at > plan.branch_at:
-            return False
-        if at == plan.branch_at and state.get('finished'):
-            return True
-        if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
-            shutil.rmtree(plan.trunk, ignore_errors=True)
-        cmd = plan.trunk_cmd + [f'--max_iters={plan.branch_at}',
-                                f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
-        ok, why = self.train(cmd, resume=at is not None)
-        state = peek(ckpt) or {}
-        if ok and state.get('iter_num') == plan.branch_at:
-            return True
-        if ok:
-            why = f"it ended at iter {state.get('iter_num')}, not {plan.branch_at}"
-        if why not in (None, 'stopped'):
-            self.dead_trunks.add(plan.trunk)
-        self.note(plan, None, why, trunk=True)
-        return None
-
     def branch(self, plan):
-        """plan.run_dir made a copy of its constant-lr run at the cooldown's start (True), or False when
-        that run is already past it (the branch then trains from scratch, the same run), or None
-        (stopped or failed, said). The constant-lr run is claimed while it trains and is copied: two
-        sweeps with other budgets branch from one folder, one at a time."""
+        """Train (or resume) plan's constant-lr run up to the cooldown's start and copy it into
+        plan.run_dir: True; False when that run is already past it (the branch then trains from
+        scratch, the same run); None when stopped or failed (said). The constant-lr run is claimed
+        while it trains and is copied: sweeps with other budgets take turns."""
         fd = self.claim(plan.trunk)
         if fd is None:
-            self.note(plan, None, None)
-            return None
+            return self.note(plan, None, None)
         try:
-            trunk = self.advance_trunk(plan)
-            if trunk:  # copied whole or not at all: a kill midway leaves no half a run behind
-                copying = plan.run_dir + '.copying'
-                shutil.rmtree(copying, ignore_errors=True)
-                os.makedirs(copying)
-                for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-                    shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
-                os.replace(copying, plan.run_dir)
-            return trunk
+            ckpt = os.path.join(plan.trunk, 'ckpt.pt')
+            state = peek(ckpt) or {}
+            at = state.get('iter_num')
+            if at is not None and at > plan.branch_at:  # a sweep with other budgets took it further
+                return False
+            if at != plan.branch_at or not state.get('finished'):
+                if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
+                    shutil.rmtree(plan.trunk, ignore_errors=True)
+                until = [f'--max_iters={plan.branch_at}',
+                         f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
+                ok, why = self.train(plan.trunk_cmd + until, resume=at is not None)
+                at = (peek(ckpt) or {}).get('iter_num')
+                if ok and at != plan.branch_at:
+                    ok, why = False, f"it ended at iter {at}, not {plan.branch_at}"
+                if not ok:
+                    if why not in (None, 'stopped'):  # failed: its later branches are not tried
+                        self.dead_trunks.add(plan.trunk)
+                    return self.note(plan, None, why, trunk=True)
+            copying = plan.run_dir + '.copying'  # copied whole or not at all: no half a run behind
+            shutil.rmtree(copying, ignore_errors=True)
+            os.makedirs(copying)
+            for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+                shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
+            os.replace(copying, plan.run_dir)
+            return True
         finally:
             release(fd)
 
     def run(self, plan):
-        """Train one planned run (resumed where it stopped, or branched from its trunk) and append its
-        record, holding its folder's claim throughout."""
+        """Train one planned run (resumed where it stopped, or branched from its trunk) and append
+        its record, holding its folder's claim throughout."""
         fd = self.claim(plan.run_dir)
         if fd is None:
             return self.note(plan, None, None)
         try:
-            if self.in_file(plan.key):  # another sweep finished it while this one waited
-                return self.note(plan, None, 'recorded by another sweep')
+            if any(run_id(r['key']) == run_id(plan.key) for r in read_results(self.results)):
+                return self.note(plan, None, 'recorded by another sweep')  # while this one waited
             state = peek(os.path.join(plan.run_dir, 'ckpt.pt'))
             at = (state or {}).get('iter_num')
             if at is not None and at > (plan.iters or math.inf):
@@ -495,46 +454,41 @@ class Sweep:
                 if not ok:
                     return self.note(plan, None, wall)
             state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
-            if not state.get('finished') or (plan.iters is not None and state.get('iter_num') != plan.iters):
-                return self.note(plan, None, f"{plan.run_dir} ended at iter {state.get('iter_num')} without "
-                                             f"finishing its {plan.iters} iterations; not recorded")
+            at = state.get('iter_num')
+            if not state.get('finished') or (plan.iters is not None and at != plan.iters):
+                return self.note(plan, None, f"{plan.run_dir} ended at iter {at} without finishing "
+                                             f"its {plan.iters} iterations; not recorded")
             record = record_of(plan, wall, branched)
             if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
-                score, why = self.hellaswag(plan)
-                if score is None:
-                    return self.note(plan, None, why)
-                record.update(score)
+                out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
+                proc = self.stopper.run([sys.executable, EVAL, f'--out_dir={plan.run_dir}',
+                                         f'--input={self.score_items}',
+                                         f"--limit={plan.key['hellaswag']['limit']}",
+                                         f'--json={out}', f"--device={plan.key['device']}"],
+                                        env=self.env)
+                if proc is None or proc.returncode:
+                    return self.note(plan, None, 'stopped' if proc is None or self.stopper
+                                     else f"hellaswag.py failed: {last_line(proc)}")
+                with open(out) as f:
+                    r = json.load(f)
+                record.update(hellaswag_acc_norm=r['acc_norm'], hellaswag_acc=r['acc'],
+                              hellaswag_n=r['n'])
             append_record(self.results, record, kept=plan.run_dir)
             return self.note(plan, record, None)
         finally:
             release(fd)
-
-    def hellaswag(self, plan):
-        """({hellaswag_acc_norm, hellaswag_acc, hellaswag_n}, None) from hellaswag.py on the finished run, or
-        (None, why)."""
-        out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
-        cmd = [sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
-               f"--limit={plan.key['hellaswag']['limit']}", f'--json={out}',
-               f"--device={plan.key['device']}"]
-        proc = self.stopper.run(cmd, env=self.env)
-        if proc is None or proc.returncode:
-            return None, 'stopped' if proc is None or self.stopper else f"hellaswag.py failed: {last_line(proc)}"
-        with open(out) as f:
-            r = json.load(f)
-        return {'hellaswag_acc_norm': r['acc_norm'], 'hellaswag_acc': r['acc'], 'hellaswag_n': r['n']}, None
 
     def note(self, plan, record, why, trunk=False):
         """Count and print what became of a run."""
         with self.lock:
             if record is not None:
                 self.recorded.append(record)
-                self.n += 1
                 self.done += plan.cost
                 dt = time.time() - self.t0
                 eta = dt / max(self.done, 1e-9) * max(self.left - self.done, 0)
-                print(f"[{self.n}] {os.path.basename(plan.run_dir)}: val {record['val_loss']:.4f} "
-                      f"({record['wall_s']:.0f}s; {dt / 60:.1f} min elapsed, ETA {eta / 60:.1f} min)",
-                      file=sys.stderr, flush=True)
+                print(f"[{len(self.recorded)}] {os.path.basename(plan.run_dir)}: val "
+                      f"{record['val_loss']:.4f} ({record['wall_s']:.0f}s; {dt / 60:.1f} min "
+                      f"elapsed, ETA {eta / 60:.1f} min)", file=sys.stderr, flush=True)
             elif why == 'stopped' or why is None:
                 self.stopped.append(plan)
             elif why == 'recorded by another sweep':
@@ -552,15 +506,6 @@ def last_line(proc):
     return (proc.stderr.strip().splitlines() or ['?'])[-1]
 
 
-def units(plans):
-    """The plans as units of work for the threads, in plan order: a run on its own, or every run that
-    branches from one constant-lr run, in the order of their branch points."""
-    out = {}
-    for p in plans:
-        out.setdefault(p.trunk or p.run_dir, []).append(p)
-    return [sorted(u, key=lambda p: p.branch_at) for u in out.values()]
-
-
 def run_unit(unit, runs):
     for plan in unit:
         if runs.stopper or plan.trunk in runs.dead_trunks:  # (a failed trunk was said once)
@@ -570,80 +515,88 @@ def run_unit(unit, runs):
 
 
 def run_all(sweep, plans, results_path, stopper):
-    """Run every planned run not already in the results file, `jobs` at a time, with an ETA; True when
-    every one is recorded. A signal stops them all: the running ones save, none more starts."""
+    """Run every planned run not already in the results file, `jobs` at a time, with an ETA; True
+    when every one is recorded. A signal stops them all: the running ones save, none more starts."""
     done = {run_id(r['key']) for r in read_results(results_path)}
     todo = [p for p in plans if run_id(p.key) not in done]
     runs = Sweep(sweep, results_path, stopper)
-    work = units(todo)
-    for unit in work:  # the FLOPs each run adds: a branch, its part of the trunk and its cooldown
+    units = {}  # the threads' work, in plan order: a run alone, or the branches of one trunk
+    for p in todo:
+        units.setdefault(p.trunk or p.run_dir, []).append(p)
+    units = [sorted(u, key=lambda p: p.branch_at) for u in units.values()]
+    for unit in units:  # the FLOPs each run adds: a branch, its part of the trunk and its cooldown
         for before, p in zip([None] + unit[:-1], unit):
             if p.trunk and before is not None:
                 p.cost *= (p.iters - before.branch_at) / p.iters
     runs.left = sum(p.cost for p in todo)
-    chains = sum(1 for u in work if u[0].trunk)
+    chains = sum(1 for u in units if u[0].trunk)
     how = f" ({chains} constant-lr runs branched into cooldowns)" if chains else ""
     print(f"{len(todo)} runs to do{how} ({len(plans) - len(todo)} already in {results_path}), "
-          f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each", file=sys.stderr,
-          flush=True)
+          f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each",
+          file=sys.stderr, flush=True)
     with ThreadPoolExecutor(max_workers=sweep.jobs) as pool:
-        futures = [pool.submit(run_unit, u, runs) for u in work]
+        futures = [pool.submit(run_unit, u, runs) for u in units]
         while not all(f.done() for f in futures):
             wait(futures, timeout=0.5)  # the main thread stays free for signals
         for f in futures:
             f.result()  # a bug in a thread is a traceback here, not a silent hole
     minutes = (time.time() - runs.t0) / 60
     if stopper:
-        kept = {d for p in runs.stopped for d in (p.run_dir, p.trunk)  # branches share their trunk's
+        kept = {d for p in runs.stopped for d in (p.run_dir, p.trunk)  # branches share a trunk's
                 if d and os.path.isfile(os.path.join(d, 'ckpt.pt'))}
-        print(f"stopped: {len(runs.recorded)} runs finished and recorded in {results_path} in {minutes:.1f} "
-              f"min, {len(runs.stopped)} not finished (their progress kept in {len(kept)} checkpoint(s)), "
-              f"{len(runs.failed)} failed; "
-              f"continue with: python sweep.py {' '.join(sys.argv[1:])}", file=sys.stderr, flush=True)
+        print(f"stopped: {len(runs.recorded)} runs finished and recorded in {results_path} in "
+              f"{minutes:.1f} min, {len(runs.stopped)} not finished (their progress kept in "
+              f"{len(kept)} checkpoint(s)), {len(runs.failed)} failed; "
+              f"continue with: python sweep.py {' '.join(sys.argv[1:])}",
+              file=sys.stderr, flush=True)
         raise SystemExit(stopper.exit_code())
-    retry = (f", {len(runs.failed)} failed (fix what their lines above say, then rerun the same command: it "
-             "trains only what is not recorded)" if runs.failed else "")
+    retry = (f", {len(runs.failed)} failed (fix what their lines above say, then rerun the same "
+             "command: it trains only what is not recorded)" if runs.failed else "")
     print(f"sweep: {len(runs.recorded)} runs in {minutes:.1f} min{retry}", file=sys.stderr)
     return not runs.failed
 
 
 def check_data(sweep, data_dirs):
-    """Every config's data, once, before any run starts: a missing or broken dataset is one line naming the
-    command that makes it (--quick makes the stdlib corpus it needs itself: a second, offline)."""
+    """Every config's data, once, before any run starts: a missing or broken dataset is one line
+    naming the command that makes it (--quick makes the stdlib corpus it needs, in a second)."""
     for data_dir in data_dirs:
-        if sweep.quick and not os.path.exists(data_dir) and os.path.normpath(data_dir) == os.path.join('data', 'stdlib_byte'):
-            print(f"--quick: preparing {data_dir} from this Python's standard library (python prepare.py "
-                  "--dataset=stdlib)", file=sys.stderr)
-            proc = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--dataset=stdlib'],
-                                  capture_output=True, text=True)
+        stdlib = os.path.normpath(data_dir) == os.path.join('data', 'stdlib_byte')
+        if sweep.quick and not os.path.exists(data_dir) and stdlib:
+            print(f"--quick: preparing {data_dir} from this Python's standard library "
+                  "(python prepare.py --dataset=stdlib)", file=sys.stderr)
+            proc = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'),
+                                   '--dataset=stdlib'], capture_output=True, text=True)
             if proc.returncode:
                 raise UsageError(f"python prepare.py --dataset=stdlib failed: {last_line(proc)}")
         open_dataset(data_dir)  # (its meta.json checked, the tokenizer it describes too)
 
 
 def announce(plans):
-    """Say, before the runs start, every value the sweep chose for them (never one the user or the recipe
-    set), and where evaluation would take more than a quarter of a run's time."""
+    """Say, before the runs start, every value the sweep chose for them (never one the user or the
+    recipe set), and where evaluation would take more than a quarter of a run's time."""
     said = {}
     for p in plans:
         for k, v in p.derived.items():
             said.setdefault(k, {}).setdefault(p.fields['budget_value'], v)
-    why = {'eval_interval': f"{EVALS} evaluations a run", 'warmup_iters': "10% of the budget at most"}
+    why = {'eval_interval': f"{EVALS} evaluations a run",
+           'warmup_iters': "10% of the budget at most"}
     for k, at in said.items():
-        values = ', '.join(f"{v} at {b:g}" for b, v in sorted(at.items())[:4]) + (' ...' if len(at) > 4 else '')
-        print(f"note: the sweep sets {k} ({why[k]}): {values}; give --{k} to set it yourself", file=sys.stderr)
-    worst = None
+        values = ', '.join(f"{v} at {b:g}" for b, v in sorted(at.items())[:4])
+        print(f"note: the sweep sets {k} ({why[k]}): {values}{' ...' if len(at) > 4 else ''}; "
+              f"give --{k} to set it yourself", file=sys.stderr)
+    worst = (0,)
     for p in plans:
-        k = p.key
         if p.iters:
+            k = p.key
             evals = p.iters // k['eval_interval'] + 2  # (step 0 and the end)
-            forward = evals * 2 * k['eval_iters'] / 3  # a forward pass costs about a third of a step
+            forward = evals * 2 * k['eval_iters'] / 3  # a forward pass: about a third of a step
             share = forward / (forward + p.iters * k['gradient_accumulation_steps'])
-            worst = max(worst or (0,), (share, p.fields['budget_value'], evals, k['eval_iters']))
-    if worst and worst[0] > 0.25:
+            worst = max(worst, (share, p.fields['budget_value'], evals, k['eval_iters']))
+    if worst[0] > 0.25:
         share, b, evals, n = worst
-        print(f"note: evaluation will take about {share:.0%} of a run's time at budget {b:g} ({evals} evaluations x "
-              f"2 splits x {n} batches); fewer with --eval_interval or --eval_iters", file=sys.stderr)
+        print(f"note: evaluation will take about {share:.0%} of a run's time at budget {b:g} "
+              f"({evals} evaluations x 2 splits x {n} batches); "
+              "fewer with --eval_interval or --eval_iters", file=sys.stderr)
 
 
 def main(argv):
@@ -654,8 +607,8 @@ def main(argv):
                                             "[--key=value ...]")
     if sweep.plot:
         if not positional:
-            raise UsageError("--plot needs run directories: python sweep.py --plot out-gpt "
-                             "out-gmlp")
+            raise UsageError("--plot needs run directories: "
+                             "python sweep.py --plot out-gpt out-gmlp")
         rows = [run_summary(d) for d in positional]
         print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
         png = sweep.png or os.path.join(sweep.out_prefix, 'runs.png')
@@ -665,12 +618,13 @@ def main(argv):
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs
     if ',' in sweep.results and not sweep.report:
-        raise UsageError(f"--results={sweep.results}: a sweep that trains writes one results file; several "
-                         "(comma-separated) are read together by --report only")
-    for flag, path in [('recipe', sweep.recipe), ('hellaswag', sweep.hellaswag),
-                       *(('results', p) for p in sweep.results.split(','))]:  # a regular file or none
+        raise UsageError(f"--results={sweep.results}: a sweep that trains writes one results file; "
+                         "several (comma-separated) are read together by --report only")
+    for flag, path in [('recipe', sweep.recipe), ('hellaswag', sweep.hellaswag),  # a file or none
+                       *(('results', p) for p in sweep.results.split(','))]:
         if path and os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-            raise UsageError(f"--{flag}={path!r} is not a regular file (a device, pipe or socket); name a file")
+            raise UsageError(f"--{flag}={path!r} is not a regular file "
+                             "(a device, pipe or socket); name a file")
         if path and flag != 'results' and not os.path.isfile(path):
             raise UsageError(f"--{flag}={path!r} not found")
         if path and flag != 'results' and not os.access(path, os.R_OK):
@@ -681,32 +635,38 @@ def main(argv):
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
     if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
-        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items()
-                                              if k not in given and not (k == 'configs' and positional)})
+        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given
+                                              and not (k == 'configs' and positional)})
         overrides = [*QUICK_TRAIN, *overrides]
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
     paths = config_paths(sweep.configs + positional)
-    data_dirs = {parse_config(TrainConfig, [path, *recipe_files(sweep), *overrides]).data_dir: path
+    recipe = [sweep.recipe] if sweep.recipe else []
+    data_dirs = {parse_config(TrainConfig, [path, *recipe, *overrides]).data_dir: path
                  for path in paths}  # every override is valid for every config before anything runs
-    for path in paths if sweep.recipe else ():  # a recipe comes after each config: it must not change its block
-        alone, with_recipe = (parse_config(TrainConfig, [path, *r, *overrides]) for r in ([], [sweep.recipe]))
-        changed = [k for k in ARCH[1:] if getattr(alone, k) != getattr(with_recipe, k)]
+    for path in paths if recipe else ():  # a recipe comes after each config: it must keep its block
+        alone, ours = (parse_config(TrainConfig, [path, *r, *overrides]) for r in ([], recipe))
+        changed = ', '.join(f"{k}={getattr(ours, k)!r}" for k in ARCH[1:]
+                            if getattr(alone, k) != getattr(ours, k))
         if changed:
-            raise UsageError(f"--recipe={sweep.recipe} changes {os.path.basename(path)[:-3]}'s architecture ("
-                             + ', '.join(f"{k}={getattr(with_recipe, k)!r}" for k in changed) + "), so its rows "
-                             "would be named for a block they did not train; keep architecture keys in the config files")
+            raise UsageError(f"--recipe={sweep.recipe} changes {os.path.basename(path)[:-3]}'s "
+                             f"architecture ({changed}), so its rows would be named for a block "
+                             "they did not train; keep architecture keys in the config files")
     results_path = sweep.results or os.path.join(sweep.out_prefix, 'results.jsonl')
-    if not sweep.report:
-        check_writable(results_path)  # (files the user named first, then what the runs need)
-        check_data(sweep, data_dirs)
     png = sweep.png or os.path.splitext(results_path.split(',')[0])[0] + '.png'
     ok = True
     if not sweep.report:
+        check_writable(results_path)  # (files the user named first, then what the runs need)
+        check_data(sweep, data_dirs)
         if sweep.max_seconds and sweep.jobs > 1:
-            print("note: max_seconds with jobs > 1: runs share the cores, so equal seconds are not "
-                  "equal work", file=sys.stderr)
-        check_claimable(os.path.join(sweep.out_prefix, '.claims'))
+            print("note: max_seconds with jobs > 1: runs share the cores, "
+                  "so equal seconds are not equal work", file=sys.stderr)
+        claims = os.path.join(sweep.out_prefix, '.claims')
+        try:  # made now, before any run starts
+            os.makedirs(claims, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"cannot create {claims!r} ({e.strerror}); "
+                             "pass --out_prefix=a/folder/you/can/write") from None
         plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
         announce(plans)
         with Stopper(what='train.py runs') as stopper:
@@ -732,20 +692,20 @@ def main(argv):
 # many runs as child processes: claims, and a stop that reaches every one
 
 class Stopper:
-    """
-    SIGINT / SIGTERM while the block runs (main thread): the first is noted, announced and sent on to
-    every running child, once; children run in sessions of their own, so a Ctrl-C at the terminal
-    reaches them only through this, never twice. A second signal is sent on too (the children abort)
-    and so on. `run` starts no child once stopped.
-    """
+    """SIGINT / SIGTERM while the block runs (main thread): the first is noted, announced and sent
+    on to every running child, once; children run in sessions of their own, so a Ctrl-C at the
+    terminal reaches them only through this, never twice. A second signal is sent on too (the
+    children abort) and so on. `run` starts no child once stopped."""
 
     def __init__(self, *, what='runs', stopping=None):
-        self.signum, self.what, self.stopping = None, what, stopping  # stopping: what the first signal does
+        self.signum, self.what = None, what
+        self.stopping = stopping  # what the first signal does, in words (default: the runs save)
         self.procs, self.lock, self.previous = set(), threading.Lock(), {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self.on_signal)
+                             for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc):
@@ -761,28 +721,24 @@ class Stopper:
         with self.lock:
             procs = list(self.procs)
         name = signal.Signals(signum).name
-        first = self.stopping or (f"{len(procs)} running {self.what} save their checkpoints and stop, none "
-                                  f"more starts; {name} again to abort them")
-        print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort" if again else
-                               f"stopping: {first}"), file=sys.stderr, flush=True)
+        first = self.stopping or (f"{len(procs)} running {self.what} save their checkpoints and "
+                                  f"stop, none more starts; {name} again to abort them")
+        print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort"
+                               if again else f"stopping: {first}"), file=sys.stderr, flush=True)
         for p in procs:
-            self.send(p, signum)
-
-    @staticmethod
-    def send(proc, signum):
-        try:
-            proc.send_signal(signum)
-        except ProcessLookupError:  # it has just exited
-            pass
+            try:
+                p.send_signal(signum)
+            except ProcessLookupError:  # it has just exited
+                pass
 
     def run(self, cmd, **kwargs):
-        """subprocess.run(cmd, capture stderr, stdout discarded) in a session of its own, stopped with this
-        process: a CompletedProcess, or None when stopped before it started."""
+        """subprocess.run(cmd, capture stderr, stdout discarded) in a session of its own, stopped
+        with this process: a CompletedProcess, or None when stopped before it started."""
         with self.lock:
             if self.signum is not None:
                 return None
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True, **kwargs)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True, **kwargs)
             self.procs.add(proc)
         try:
             _, err = proc.communicate()
@@ -796,8 +752,8 @@ class Stopper:
 
 
 def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
-    """Hold the lock file `path` (made if missing) until the returned fd is closed or the process ends
-    (the kernel drops a flock with its process: never stale). If another process holds it, say
+    """Hold the lock file `path` (made if missing) until the returned fd is closed or the process
+    ends (the kernel drops a flock with its process: never stale). If another process holds it, say
     `waiting` once and wait; None when `stopper` stops the wait. No flock (Windows): no claim."""
     if fcntl is None:
         return -1
@@ -814,7 +770,8 @@ def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
             os.close(fd)
             return None
         if waiting and not said:
-            print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr, flush=True)
+            print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr,
+                  flush=True)
             said = True
         time.sleep(poll_s)
 
@@ -824,30 +781,15 @@ def release(fd):
         os.close(fd)
 
 
-def check_claimable(folder):
-    """A UsageError now if the claims folder cannot be made (before any run starts)."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {folder!r} ({e.strerror}); pass --out_prefix=a/folder/you/can/write") from None
-
-
 # -----------------------------------------------------------------------------
 # a run as this sweep starts it: train.py, stopped by the sweep's death
 
-def run_child(argv):
-    """`python sweep.py --child train.py ARGS`, how Sweep starts each run: train.py as `python train.py
-    ARGS` would, and stopped by the sweep's death, even by SIGKILL, as SIGTERM stops it (it saves, exit
-    143): a run never trains on alone."""
-    stop_with_the_sweep()
-    sys.argv = argv
-    runpy.run_path(argv[0], run_name='__main__')
-
-
 def stop_with_the_sweep():
-    """Linux's parent-death signal (SIGUSR2: it comes once per thread of the dying sweep, so it cannot be
-    SIGTERM, whose second arrival aborts), turned into one SIGTERM: the run saves and stops (exit 143).
-    Before train.py takes SIGTERM, that ends the run at once: nothing to save."""
+    """`python sweep.py --child train.py ARGS` (how Sweep starts each run) runs train.py as `python
+    train.py ARGS` would, stopped by the sweep's death, even by SIGKILL, as SIGTERM stops it (it
+    saves, exit 143): a run never trains on alone. Linux's parent-death signal, SIGUSR2 (it comes
+    once per thread of the dying sweep, so it cannot be SIGTERM, whose second arrival aborts),
+    becomes one SIGTERM (one before train.py takes SIGTERM just ends the run: nothing to save)."""
     pid = os.environ.get('SWEEP_PID', '')
     if not pid.isdigit() or not sys.platform.startswith('linux'):
         return
@@ -862,8 +804,8 @@ def stop_with_the_sweep():
     def on_sweep_died(signum, frame):
         if not died:
             died.append(signum)
-            print("\nthe sweep that started this run has died: stopping after this step and saving a checkpoint",
-                  file=sys.stderr, flush=True)
+            print("\nthe sweep that started this run has died: stopping after this step and saving "
+                  "a checkpoint", file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGTERM)
     signal.signal(signal.SIGUSR2, on_sweep_died)
     if os.getppid() != int(pid):  # the sweep died before the prctl above took effect
@@ -871,7 +813,9 @@ def stop_with_the_sweep():
 
 
 if __name__ == '__main__':
-    if sys.argv[1:2] == ['--child']:
-        run_child(sys.argv[2:])
+    if sys.argv[1:2] == ['--child']:  # a run the sweep started: see stop_with_the_sweep
+        stop_with_the_sweep()
+        sys.argv = sys.argv[2:]
+        runpy.run_path(sys.argv[0], run_name='__main__')
     else:
         run_main(main)
