@@ -11,10 +11,9 @@ Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR
 channel MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a
 learning-rate grid up to 1e-2, loss on the answers only. Two views of every config of configs/, at a
 shared small shape (2 layers, width d, heads of 32, block_size T):
-- mixer (the default, Zoology's): the config's token mixer with its channel MLP removed (ffn='none':
-  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP
-  to remove (the SGU is their mixer): their whole block, in both views. Configs with one mixer share
-  a run.
+- mixer (the default, Zoology's): the config's token mixer, its channel MLP removed (ffn='none':
+  attention or MDHA alone, with the config's norms, positions and heads); gMLP and aMLP, whose SGU
+  is the mixer, stay whole. Configs with one mixer share a run.
 - block: the whole block as the config defines it.
 
 A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct in a sequence):
@@ -24,10 +23,9 @@ A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct 
 
 No answer appears after its query, so no shortcut scores above 1/N (a value of the sequence at
 random). Training sequences are fresh every step; the held-out set is fixed. Each cell trains for
-the steps the emergence law gives (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al.
-arXiv:2511.16893) times `budget`, stopping early at stop_acc, at each learning rate in turn until
-one solves it. Each run appends one record to the results file as it ends; a rerun skips finished
-runs.
+`budget` x the steps of the emergence law (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama
+et al. arXiv:2511.16893), stopping early at stop_acc, at each learning rate in turn until one
+solves it. Each run appends its record to the results file as it ends; a rerun skips finished runs.
 """
 import os
 import signal
@@ -212,8 +210,8 @@ def train_run(args, probe, key, threads=None, log=False):
         t0, cpu0 = time.time(), time.process_time()
         steps, lr = key['steps'], key['lr']
         cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps,
-                             'lr_decay_iters': steps, 'warmup_iters': int(probe.warmup_frac * steps),
-                             'weight_decay': probe.weight_decay, 'seed': probe.seed})
+                             'lr_decay_iters': steps, 'weight_decay': probe.weight_decay,
+                             'warmup_iters': int(probe.warmup_frac * steps), 'seed': probe.seed})
         torch.manual_seed(probe.seed)
         model = GPT(GPTConfig(**args))
         optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
@@ -246,8 +244,9 @@ def train_run(args, probe, key, threads=None, log=False):
             optimizer.zero_grad(set_to_none=True)
             step += 1
         solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
-        return dict(kind='probe', key=key, **key, acc=curve[-1][1], best_acc=max(c[1] for c in curve),
-                    solved=solved_at is not None, solved_at=solved_at, steps_run=step,
+        return dict(kind='probe', key=key, **key, acc=curve[-1][1],
+                    best_acc=max(c[1] for c in curve), solved=solved_at is not None,
+                    solved_at=solved_at, steps_run=step,
                     seconds=time.time() - t0, cpu_seconds=time.process_time() - cpu0,
                     params=model.get_num_params(), block=args['block'], attn=args['attn'],
                     ffn=args['ffn'], pos_emb=args['pos_emb'], curve=curve,
@@ -325,9 +324,8 @@ def run_grid(probe, todo, stopper=None):
                 print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} "
                       f"{','.join(names)} d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc "
                       f"{record['acc']:.3f} at step {record['steps_run']}/{k['steps']} "
-                      f"({duration(record['seconds'])}); elapsed "
-                      f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most",
-                      file=sys.stderr, flush=True)
+                      f"({duration(record['seconds'])}); elapsed {duration(time.time() - t_start)},"
+                      f" ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
     finally:
         if stopper:  # the running cells have nothing to save: stopped now, not waited for
             STOP.set()  # (a cell in this process stops at its next step)
@@ -355,8 +353,8 @@ def submit(pool, probe, item, i):
 # reporting: the table and plot, from the results file alone
 
 def best_runs(records):
-    """{(config, view, width, T, N): the record with the best final accuracy over learning rates
-    (then the fewest steps to stop_acc)}, for every config a record stands for."""
+    """{(config, view, width, T, N): the best record over learning rates (by final accuracy, then
+    the fewest steps to stop_acc)} for every config a record stands for."""
     best = {}
     for r in records:
         score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
@@ -400,38 +398,34 @@ def probe_table(records):
 
 def plot_probe(records, png):
     """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
-    dotted: 1/N, a value of the sequence at random. The last panel: held-out accuracy during
-    training at the smallest cell."""
-    plt = pyplot()
-    best = best_runs(records)
+    dotted: 1/N. The last panel: held-out accuracy during training at the smallest cell."""
+    plt, best = pyplot(), best_runs(records)
     if plt is None or not best:
         return False
-    Ts = sorted({cell[3] for cell in best})
-    configs = sorted({cell[0] for cell in best}, key=arch_key)
+    Ts, widths = sorted({cell[3] for cell in best}), sorted({cell[2] for cell in best})
     fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
-    styles = (('mixer', '-'), ('block', '--'))
+    lines = [(c, view, colors[ci % len(colors)], style)  # a color per config, a style per view
+             for ci, c in enumerate(sorted({cell[0] for cell in best}, key=arch_key))
+             for view, style in (('mixer', '-'), ('block', '--'))]
     for ax, T in zip(axes[0][:-1], Ts):
-        for ci, c in enumerate(configs):
-            for view, style in styles:
-                for w in sorted({cell[2] for cell in best}):
-                    pts = sorted((cell[4], r['acc']) for cell, r in best.items()
-                                 if cell[:4] == (c, view, w, T))
-                    if pts:
-                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)],
-                                linestyle=style, label=f"{c} {view} d={w}")
+        for (c, view, color, style), w in itertools.product(lines, widths):
+            pts = sorted((cell[4], r['acc']) for cell, r in best.items()
+                         if cell[:4] == (c, view, w, T))
+            if pts:
+                ax.plot(*zip(*pts), marker='o', ms=3, color=color, linestyle=style,
+                        label=f"{c} {view} d={w}")
         Ns = sorted({cell[4] for cell in best if cell[3] == T})
         ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
         ax.set_xscale('log', base=2)
         ax.set_title(f"T = {T}")
         ax.set_ylim(-0.02, 1.02)
     ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
-    for ci, c in enumerate(configs):
-        for view, style in styles:
-            r = best.get((c, view, *first[2:]))
-            if r:
-                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']],
-                        color=colors[ci % len(colors)], linestyle=style)
+    for c, view, color, style in lines:
+        r = best.get((c, view, *first[2:]))
+        if r:
+            ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=color,
+                    linestyle=style)
     ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
     ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = "
                  f"{first[2]}", fontsize=9)
@@ -442,18 +436,6 @@ def plot_probe(records, png):
     axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc='center left',
                        bbox_to_anchor=(1.0, 0.5))
     return save_png(fig, png)
-
-
-def report(probe):
-    records = read_results(probe.results, 'probe')
-    if not records:
-        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass "
-                         "--results=...)")
-    print(probe_table(records))
-    png = probe.png or os.path.splitext(probe.results)[0] + '.png'
-    if plot_probe(records, png):
-        print(f"plot: {png}", file=sys.stderr)
-    return records
 
 
 def main(argv):
@@ -498,7 +480,15 @@ def main(argv):
             print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; "
                   f"continue with: python probe.py {' '.join(argv)}", file=sys.stderr)
             raise SystemExit(stopper.exit_code())
-    return report(probe)
+    records = read_results(probe.results, 'probe')
+    if not records:
+        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass "
+                         "--results=...)")
+    print(probe_table(records))
+    png = probe.png or os.path.splitext(probe.results)[0] + '.png'
+    if plot_probe(records, png):
+        print(f"plot: {png}", file=sys.stderr)
+    return records
 
 
 if __name__ == "__main__":
