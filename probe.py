@@ -1,20 +1,19 @@
 """
 Multi-query associative recall (MQAR): can a token mixer find, by content, a token it saw earlier?
 
-    python probe.py --quick                           # a smoke run: two mixers, one tiny cell, about a minute
-    python probe.py                                   # the default grid (RESULTS.md §5: what it covers, its time)
-    python probe.py --views=mixer,block --pairs=4,16  # any grid: views, configs, widths, seq_lens, pairs
-    python probe.py --full                            # Zoology's grid: days on a CPU, hours on a GPU
+    python probe.py --quick                           # smoke run: two mixers, one tiny cell
+    python probe.py                                   # the default grid (RESULTS.md §5)
+    python probe.py --views=mixer,block --pairs=4,16  # any grid: also configs, widths, seq_lens
+    python probe.py --full                            # Zoology's grid: days on CPU, hours on GPU
     python probe.py --replot                          # table and PNG again from the results file
 
 Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no
 channel MLP, 2 layers, batch 512, AdamW (weight decay 0.1) on a cosine schedule, the best of a
 learning-rate grid up to 1e-2, loss on the answers only. Two views of every config of configs/, at a
 shared small shape (2 layers, width d, heads of 32, block_size T):
-- mixer (the default, Zoology's): the config's token mixer with its channel MLP removed (ffn='none':
-  attention or MDHA alone, with the config's norms, positions and heads). gMLP and aMLP have no MLP
-  to remove (the SGU is their mixer): their whole block, in both views. Configs with one mixer share
-  a run.
+- mixer (the default, Zoology's): the config's token mixer, its channel MLP removed (ffn='none':
+  attention or MDHA alone, with the config's norms, positions and heads); gMLP and aMLP, whose SGU
+  is the mixer, stay whole. Configs with one mixer share a run.
 - block: the whole block as the config defines it.
 
 A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct in a sequence):
@@ -24,20 +23,338 @@ A sequence (FILLER = 0, keys from 1..V/2-1, values from V/2..V-1, keys distinct 
 
 No answer appears after its query, so no shortcut scores above 1/N (a value of the sequence at
 random). Training sequences are fresh every step; the held-out set is fixed. Each cell trains for
-the steps the emergence law gives (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama et al.
-arXiv:2511.16893) times `budget`, stopping early at stop_acc, at each learning rate in turn until
-one solves it. Each run appends one record to the results file as it ends; a rerun skips finished
-runs.
+`budget` x the steps of the emergence law (recall needs about 10^5.7 sqrt(batch x T) tokens, Aoyama
+et al. arXiv:2511.16893), stopping early at stop_acc, at each learning rate in turn until one
+solves it. Each run appends its record to the results file as it ends; a rerun skips finished runs.
 """
 import os
 import signal
 
+if __name__ == "__main__":  # Ctrl-C while torch imports (seconds): exit 130, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from configurator import (UsageError, config_paths, keys_given, numbers, parse_config, require,
+                          run_main, split_flags)
+from guards import duration
+from model import GPTConfig, GPT
+from report import pyplot, save_png
+from stats import append_record, arch_key, check_writable, read_results
+from sweep import Stopper
+from train import TrainConfig
+
+FILLER = 0  # the pad token between queries; never a key or a value
+VIEWS = ('mixer', 'block')
+STOP = threading.Event()  # set when probe.py is stopped: a cell running in this process ends
+
+
+@dataclass
+class ProbeConfig:
+    configs: list = field(default_factory=list)  # names (gpt,gmlp) or files; default: every arch
+    views: list = field(default_factory=lambda: ['mixer'])  # mixer (token mixer alone) and/or block
+    widths: list = field(default_factory=lambda: ['64'])  # model widths d (n_embd)
+    seq_lens: list = field(default_factory=lambda: ['64'])  # sequence lengths T (also block_size)
+    pairs: list = field(default_factory=lambda: ['4'])  # key-value pairs N per sequence (3N <= T)
+    n_layer: int = 2           # layers of every model (two: an induction-style lookup needs them)
+    head_size: int = 32        # n_head = width // head_size for attention blocks
+    vocab_size: int = 256      # FILLER + keys (1..V/2-1) + values (V/2..V-1): N <= V/2 - 1
+    batch_size: int = 512      # sequences per step, fresh ones every step (Zoology's 512)
+    learning_rate: list = field(default_factory=lambda: ['3e-3', '1e-2', '1e-3'])  # tried in turn
+    budget: float = 1.0        # steps: budget x the emergence law's 10^5.7 sqrt(B T) tokens / B T
+    warmup_frac: float = 0.1   # linear warmup over this share of the steps, then cosine to lr/10
+    weight_decay: float = 0.1  # AdamW decoupled weight decay (GPT.configure_optimizers)
+    eval_interval: int = 100   # steps between held-out evaluations (the curve's points)
+    eval_seqs: int = 512       # held-out sequences per cell, the same ones every evaluation
+    stop_acc: float = 0.99     # a run stops early, and the cell counts as solved, at this accuracy
+    seed: int = 0              # sets the init, the training sequences and the held-out set
+    jobs: int = 2              # runs at once, one thread each (1: in this process, every thread)
+    results: str = ''          # JSON lines; '' = out-probe/results.jsonl (quick.jsonl with --quick)
+    png: str = ''              # the plot; '' = the results file's name with .png
+    replot: bool = False       # table and PNG from the results file only, no training
+    quick: bool = False        # about a minute: gpt and gmlp mixers at T=16, N=2, budget 0.05
+    full: bool = False         # Zoology's grid: both views, T=64,256, N=4,16,64, d=64,128
+
+    def __post_init__(self):
+        require(self, 'n_layer head_size batch_size eval_interval eval_seqs jobs', lambda v: v >= 1,
+                "must be at least 1")
+        require(self, 'vocab_size', lambda v: v >= 6,
+                "is too small: it holds FILLER, keys and values")
+        require(self, 'stop_acc', lambda v: 0 < v <= 1, "must be in (0, 1]")
+        require(self, 'budget', lambda v: 0 < v < math.inf, "must be a positive number")
+        require(self, 'warmup_frac', lambda v: 0 <= v < 1, "must be in [0, 1)")
+        require(self, 'weight_decay', lambda v: 0 <= v < math.inf,
+                "must be a finite number, not negative")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")
+        bad = [v for v in self.views if v not in VIEWS]
+        if bad:
+            raise ValueError(f"views: {bad[0]!r} is not one of {', '.join(VIEWS)}")
+
+
+QUICK = dict(configs=['gpt', 'gmlp'], seq_lens=['16'], pairs=['2'], vocab_size=32, batch_size=64,
+             budget=0.05, learning_rate=['1e-2'], eval_interval=50,
+             results=os.path.join('out-probe', 'quick.jsonl'))
+FULL = dict(views=['mixer', 'block'], widths=['64', '128'], seq_lens=['64', '256'],
+            pairs=['4', '16', '64'],
+            learning_rate=['1e-4', '4.6e-4', '2.2e-3', '1e-2'])  # Zoology's logspace(-4, -2, 4)
+
+
+def law_steps(probe, T):
+    """Optimizer steps a cell trains for: budget x the emergence law's 10^5.7 sqrt(B T) tokens."""
+    tokens = 10 ** 5.7 * math.sqrt(probe.batch_size * T)
+    return max(1, math.ceil(probe.budget * tokens / (probe.batch_size * T)))
+
+
 # -----------------------------------------------------------------------------
-# the table and plot of a results file
+# the data: a pure function of (seed, what), generated in memory
+
+def mqar_batch(rng, *, batch, T, n_pairs, vocab):
+    """(x, y): int64 arrays (batch, T) of MQAR sequences drawn from the numpy Generator `rng`: x
+    holds N = n_pairs key-value pairs at 0..2N-1, then the N keys again in random order at random
+    positions of the rest, FILLER elsewhere; y: the paired value at those queries, -1 elsewhere."""
+    N, half = n_pairs, vocab // 2
+    if N > half - 1:
+        raise UsageError(f"N={N} pairs need {N} distinct keys but vocab_size={vocab} has "
+                         f"{half - 1}; raise vocab_size to at least {2 * (N + 1)}")
+    if 3 * N > T:
+        raise UsageError(f"N={N} pairs and N queries do not fit in T={T} positions (needs 3N <= T)")
+    rows = np.arange(batch)[:, None]
+    keys = 1 + np.argsort(rng.random((batch, half - 1)), axis=1)[:, :N]  # N distinct keys per row
+    values = rng.integers(half, vocab, size=(batch, N))
+    x = np.full((batch, T), FILLER, dtype=np.int64)
+    y = np.full((batch, T), -1, dtype=np.int64)
+    x[:, 0:2 * N:2], x[:, 1:2 * N:2] = keys, values
+    # the query slots, and which pair each query asks for
+    where = 2 * N + np.sort(np.argsort(rng.random((batch, T - 2 * N)), axis=1)[:, :N], axis=1)
+    order = np.argsort(rng.random((batch, N)), axis=1)
+    x[rows, where] = keys[rows, order]
+    y[rows, where] = values[rows, order]
+    return x, y
+
+
+def batch_at(seed, *key, batch, T, n_pairs, vocab):
+    """Batch `key` of a run as tensors: (seed, 0, step) trains, (seed, 1) is the held-out set."""
+    x, y = mqar_batch(np.random.default_rng([seed, T, n_pairs, vocab, *key]), batch=batch, T=T,
+                      n_pairs=n_pairs, vocab=vocab)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def accuracy(logits, targets):
+    """Share of answer positions (targets != -1) whose argmax is the target."""
+    mask = targets != -1
+    return (logits.argmax(dim=-1)[mask] == targets[mask]).float().mean().item()
+
+
+def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
+    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands (its
+    position minus the key's), in `buckets` equal ranges of the distances 1..T."""
+    rows, t = (y != -1).nonzero(as_tuple=True)
+    key_at = (x[rows, :2 * n_pairs:2] == x[rows, t][:, None]).float().argmax(dim=1) * 2
+    dist, right = (t - key_at).numpy(), (logits.argmax(dim=-1)[rows, t] == y[rows, t]).numpy()
+    edges = np.linspace(1, x.size(1), buckets + 1)
+    which = np.clip(np.searchsorted(edges, dist, side='right') - 1, 0, buckets - 1)
+    return [[int(edges[b]), int(edges[b + 1]), float(right[which == b].mean()),
+             int((which == b).sum())] for b in range(buckets) if (which == b).any()]
+
+
+# -----------------------------------------------------------------------------
+# one run: a config's mixer or block at the probe's shape, trained as train.py trains
+
+def model_args(path, probe, *, view, width, T, overrides=()):
+    """The GPTConfig fields of config file `path` (with train.py `overrides`: --bias=True) at the
+    probe's shape; a transformer block's channel MLP removed in the mixer view (ffn='none')."""
+    cfg = parse_config(TrainConfig, [path, *overrides])
+    args = {**cfg.model_args(), 'n_layer': probe.n_layer, 'n_embd': width,
+            'n_head': max(1, width // probe.head_size), 'block_size': T,
+            'vocab_size': probe.vocab_size, 'dropout': 0.0, 'match_params': '', 'ffn_hidden': 0,
+            'gmlp_d_ffn': 0}
+    if view == 'mixer' and args['block'] == 'transformer':
+        args['ffn'] = 'none'
+    try:
+        GPTConfig(**args)
+    except ValueError as e:
+        raise UsageError(f"{path} at width {width}, T={T}: {e}") from None
+    return args
+
+
+def run_key(probe, args, *, view, T, N, lr):
+    """What identifies a run in the results file: everything that changes its outcome."""
+    model = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+    return dict(model=model, view=view, width=args['n_embd'], T=T, N=N, lr=lr,
+                n_layer=probe.n_layer, vocab=probe.vocab_size, batch=probe.batch_size,
+                steps=law_steps(probe, T), seed=probe.seed, warmup_frac=probe.warmup_frac,
+                weight_decay=probe.weight_decay, stop_acc=probe.stop_acc,
+                eval_interval=probe.eval_interval, eval_seqs=probe.eval_seqs)
+
+
+def train_run(args, probe, key, threads=None, log=False):
+    """Train one run and return its results record (None if probe.py was stopped). threads=None
+    leaves torch's thread count as it is; log: a stderr line at each evaluation."""
+    threads_before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        t0, cpu0 = time.time(), time.process_time()
+        steps, lr = key['steps'], key['lr']
+        cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps,
+                             'lr_decay_iters': steps, 'weight_decay': probe.weight_decay,
+                             'warmup_iters': int(probe.warmup_frac * steps), 'seed': probe.seed})
+        torch.manual_seed(probe.seed)
+        model = GPT(GPTConfig(**args))
+        optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
+        data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
+        X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
+        curve, step = [], 0
+        while True:
+            if step % probe.eval_interval == 0 or step == steps:
+                model.eval()
+                with torch.no_grad():
+                    logits, loss = model(X_val, Y_val)
+                model.train()
+                acc, loss = accuracy(logits, Y_val), loss.item()
+                curve.append([step, acc, loss])
+                if log:
+                    print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step "
+                          f"{step}: held-out acc {acc:.3f}, loss {loss:.3f} "
+                          f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
+                if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
+                    break
+            if STOP.is_set():  # probe.py was stopped: this run is not recorded
+                return None
+            for group in optimizer.param_groups:
+                group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
+            X, Y = batch_at(probe.seed, 0, step, batch=probe.batch_size, **data)
+            _, loss = model(X, Y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+        solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
+        return dict(kind='probe', key=key, **key, acc=curve[-1][1],
+                    best_acc=max(c[1] for c in curve), solved=solved_at is not None,
+                    solved_at=solved_at, steps_run=step,
+                    seconds=time.time() - t0, cpu_seconds=time.process_time() - cpu0,
+                    params=model.get_num_params(), block=args['block'], attn=args['attn'],
+                    ffn=args['ffn'], pos_emb=args['pos_emb'], curve=curve,
+                    acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']),
+                    date=time.strftime('%Y-%m-%d'),
+                    machine=f"{platform.machine()} {os.cpu_count()} cores, torch "
+                            f"{torch.__version__}, {torch.get_num_threads()} thread(s)")
+    finally:
+        torch.set_num_threads(threads_before)  # in this process (jobs=1, tests): as it was
+
+
+# -----------------------------------------------------------------------------
+# the grid: cells run in worker processes, a record appended as each run ends
+
+def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
+    """([(cell, [run keys, one per lr not yet run], model args, configs sharing that model)] for
+    every cell not solved in the results file, the number of cells skipped)."""
+    done = {json.dumps(r['key'], sort_keys=True): r for r in read_results(probe.results, 'probe')}
+    cells = {}
+    # gpt's cell first: the calibration the other numbers rest on
+    paths = sorted(paths, key=lambda p: arch_key(os.path.basename(p)[:-3]))
+    for view, T, N, width, path in itertools.product(probe.views, seq_lens, pairs, widths, paths):
+        if 3 * N > T:
+            continue
+        args = model_args(path, probe, view=view, width=width, T=T, overrides=overrides)
+        keys = [run_key(probe, args, view=view, T=T, N=N, lr=lr) for lr in lrs]
+        name = ' '.join([os.path.basename(path)[:-3], *overrides])  # gpt_rope --bias=True
+        cell = (view, width, T, N, keys[0]['model'])
+        cells.setdefault(cell, (keys, args, []))[2].append(name)
+    todo = []
+    for cell, (keys, args, names) in cells.items():
+        runs = [done.get(json.dumps(k, sort_keys=True)) for k in keys]
+        if not any(r and r['solved'] for r in runs) and not all(runs):
+            todo.append((cell, [k for k, r in zip(keys, runs) if not r], args, names))
+    return todo, len(cells) - len(todo)
+
+
+def cost(key):
+    """Relative cost of a full run: steps x batch x T (tokens), x width."""
+    return key['steps'] * key['batch'] * key['T'] * key['width']
+
+
+def run_grid(probe, todo, stopper=None):
+    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while
+    none so far reached stop_acc. Returns (runs recorded, cells cut short): a signal to `stopper`
+    cuts the running cells short (they start over on a rerun) and starts no more."""
+    t_start, n_runs, work_done = time.time(), 0, 0.0
+    queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
+    # jobs > 1: worker processes of one thread each, deaf to a terminal's Ctrl-C (this process
+    # stops them); jobs = 1: in this process (no start-up), every thread
+    pool = (ProcessPoolExecutor(max_workers=probe.jobs,
+                                mp_context=multiprocessing.get_context('spawn'),
+                                initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+            if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
+    try:
+        while (queue or pending) and not stopper:
+            while queue and len(pending) < probe.jobs:
+                item = queue.pop(0)
+                pending[submit(pool, probe, item, 0)] = (item, 0)
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in [f for f in finished if not stopper]:
+                item, i = pending.pop(fut)
+                names = sorted(item[3], key=arch_key)
+                record = {**fut.result(), 'configs': names, 'config': names[0],
+                          'command': ' '.join(['python', 'probe.py', *sys.argv[1:]])}
+                append_record(probe.results, record, kept='nothing else: the run')
+                k = record['key']
+                n_runs += 1
+                work_done += cost(k) * record['steps_run'] / record['steps']
+                if not record['solved'] and i + 1 < len(item[1]):  # the cell's next learning rate
+                    pending[submit(pool, probe, item, i + 1)] = (item, i + 1)
+                left = (sum(cost(it[1][0]) for it in queue)
+                        + sum(cost(it[1][j]) for it, j in pending.values()))
+                eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
+                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} "
+                      f"{','.join(names)} d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc "
+                      f"{record['acc']:.3f} at step {record['steps_run']}/{k['steps']} "
+                      f"({duration(record['seconds'])}); elapsed {duration(time.time() - t_start)},"
+                      f" ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
+    finally:
+        if stopper:  # the running cells have nothing to save: stopped now, not waited for
+            STOP.set()  # (a cell in this process stops at its next step)
+            for proc in list(getattr(pool, '_processes', {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        STOP.clear()
+    return n_runs, len(pending)
+
+
+def submit(pool, probe, item, i):
+    one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a log line
+    # a worker started here inherits SIGINT blocked: a Ctrl-C during its start-up (before its
+    # initializer ignores it) cannot end it in a traceback; this process takes it once unmasked
+    blocks = one and hasattr(signal, 'pthread_sigmask')
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
+    try:
+        return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+# -----------------------------------------------------------------------------
+# reporting: the table and plot, from the results file alone
 
 def best_runs(records):
-    """{(config, view, width, T, N): the record with the best final accuracy over learning rates}
-    (the fewest steps to stop_acc among runs that solved), for every config a record stands for."""
+    """{(config, view, width, T, N): the best record over learning rates (by final accuracy, then
+    the fewest steps to stop_acc)} for every config a record stands for."""
     best = {}
     for r in records:
         score = (r['acc'], -(r['solved_at'] if r.get('solved_at') is not None else math.inf))
@@ -56,7 +373,8 @@ def probe_table(records):
         return "(no runs yet)"
     rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
     cols = sorted({cell[3:] for cell in best})
-    out = ['| config | view | width | params | ' + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
+    out = ['| config | view | width | params | '
+           + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
            '|---|---|---:|---:|' + '---:|' * len(cols)]
     for c, view, w in rows:
         cells, params = [], set()
@@ -66,9 +384,11 @@ def probe_table(records):
                 cells.append('–')
                 continue
             params.add(r['params'])
-            solved = f" ({r['solved_at']:,} steps, lr {r['lr']:g})" if r.get('solved_at') is not None else ''
+            solved = (f" ({r['solved_at']:,} steps, lr {r['lr']:g})"
+                      if r.get('solved_at') is not None else '')
             cells.append(f"{r['acc']:.2f}{solved}")
-        p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
+        p = f"{min(params) / 1e3:.0f}k"
+        p += f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else ''
         shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
         first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
         same = f" (= {first})" if first != c and view == 'mixer' else ''
@@ -78,36 +398,34 @@ def probe_table(records):
 
 def plot_probe(records, png):
     """Accuracy against N, one panel per T, one line per config (solid: mixer view, dashed: block);
-    dotted: 1/N, what a model scores that answers with one of the sequence's values at random. The
-    last panel: held-out accuracy during training at the smallest cell."""
-    plt = pyplot()
-    best = best_runs(records)
+    dotted: 1/N. The last panel: held-out accuracy during training at the smallest cell."""
+    plt, best = pyplot(), best_runs(records)
     if plt is None or not best:
         return False
-    Ts = sorted({cell[3] for cell in best})
-    configs = sorted({cell[0] for cell in best}, key=arch_key)
+    Ts, widths = sorted({cell[3] for cell in best}), sorted({cell[2] for cell in best})
     fig, axes = plt.subplots(1, len(Ts) + 1, figsize=(4.2 * len(Ts) + 5.5, 4.2), squeeze=False)
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    lines = [(c, view, colors[ci % len(colors)], style)  # a color per config, a style per view
+             for ci, c in enumerate(sorted({cell[0] for cell in best}, key=arch_key))
+             for view, style in (('mixer', '-'), ('block', '--'))]
     for ax, T in zip(axes[0][:-1], Ts):
-        for ci, c in enumerate(configs):
-            for view, style in (('mixer', '-'), ('block', '--')):
-                for w in sorted({cell[2] for cell in best}):
-                    pts = sorted((cell[4], r['acc']) for cell, r in best.items() if cell[:4] == (c, view, w, T))
-                    if pts:
-                        ax.plot(*zip(*pts), marker='o', ms=3, color=colors[ci % len(colors)], linestyle=style,
-                                label=f"{c} {view} d={w}")
+        for (c, view, color, style), w in itertools.product(lines, widths):
+            pts = sorted((cell[4], r['acc']) for cell, r in best.items()
+                         if cell[:4] == (c, view, w, T))
+            if pts:
+                ax.plot(*zip(*pts), marker='o', ms=3, color=color, linestyle=style,
+                        label=f"{c} {view} d={w}")
         Ns = sorted({cell[4] for cell in best if cell[3] == T})
         ax.plot(Ns, [1 / N for N in Ns], 'k:', lw=1, label='1/N: a value of the sequence at random')
         ax.set_xscale('log', base=2)
         ax.set_title(f"T = {T}")
         ax.set_ylim(-0.02, 1.02)
     ax, first = axes[0][-1], min(best, key=lambda cell: (cell[3], cell[4], -cell[2]))
-    for ci, c in enumerate(configs):
-        for view, style in (('mixer', '-'), ('block', '--')):
-            r = best.get((c, view, *first[2:]))
-            if r:
-                ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=colors[ci % len(colors)],
-                        linestyle=style)
+    for c, view, color, style in lines:
+        r = best.get((c, view, *first[2:]))
+        if r:
+            ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=color,
+                    linestyle=style)
     ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
     ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = "
                  f"{first[2]}", fontsize=9)
@@ -120,349 +438,6 @@ def plot_probe(records, png):
     return save_png(fig, png)
 
 
-if __name__ == "__main__":  # Ctrl-C while the imports below load (torch takes seconds): exit 130, quietly
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
-
-import dataclasses
-import hashlib
-import json
-import math
-import multiprocessing
-import platform
-import sys
-import threading
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-
-import numpy as np
-import torch
-
-from configurator import (UsageError, config_paths, keys_given, numbers, parse_config, require, run_main,
-                          split_flags)
-from guards import duration
-from model import GPTConfig, GPT
-from report import pyplot, save_png
-from stats import append_record, arch_key, check_writable, read_results
-from sweep import Stopper
-from train import TrainConfig
-
-
-FILLER = 0  # the pad token between queries; never a key or a value
-VIEWS = ('mixer', 'block')
-STOP = threading.Event()  # set when probe.py is stopped: a cell running in this process ends
-
-
-@dataclass
-class ProbeConfig:
-    configs: list = field(default_factory=list)  # config files or names (gpt,gmlp); default: every architecture config
-    views: list = field(default_factory=lambda: ['mixer'])  # mixer (the token mixer alone, Zoology's) and/or block
-    widths: list = field(default_factory=lambda: ['64'])  # model widths d (n_embd)
-    seq_lens: list = field(default_factory=lambda: ['64'])  # sequence lengths T (also block_size)
-    pairs: list = field(default_factory=lambda: ['4'])  # key-value pairs N per sequence (3N <= T)
-    n_layer: int = 2                 # layers of every model (two: an induction-style lookup needs them)
-    head_size: int = 32              # n_head = width // head_size for attention blocks
-    vocab_size: int = 256            # FILLER + keys (1..V/2-1) + values (V/2..V-1): N <= V/2 - 1
-    batch_size: int = 512            # sequences per step, fresh ones every step (Zoology's 512)
-    learning_rate: list = field(default_factory=lambda: ['3e-3', '1e-2', '1e-3'])  # tried in turn until one solves
-    budget: float = 1.0              # steps = budget x the emergence law's tokens 10^5.7 sqrt(B T), over B T per step
-    warmup_frac: float = 0.1         # linear warmup over this share of the steps, then cosine to lr/10
-    weight_decay: float = 0.1        # AdamW decoupled weight decay (GPT.configure_optimizers)
-    eval_interval: int = 100         # steps between held-out evaluations (the curve's points)
-    eval_seqs: int = 512             # held-out sequences per cell, the same ones every evaluation
-    stop_acc: float = 0.99           # a run stops early, and the cell counts as solved, at this accuracy
-    seed: int = 0                    # sets the init, the training sequences and the held-out set
-    jobs: int = 2                    # runs at once, one thread each (1: in this process, every thread)
-    results: str = ''                # the results file (JSON lines); '' = out-probe/results.jsonl (quick.jsonl)
-    png: str = ''                    # the plot; '' = the results file's name with .png
-    replot: bool = False             # table and PNG from the results file only, no training
-    quick: bool = False              # a smoke run in about a minute: gpt and gmlp mixers at T=16, N=2, budget 0.05
-    full: bool = False               # Zoology's grid: every config, both views, T=64,256, N=4,16,64, d=64,128
-
-    def __post_init__(self):
-        require(self, 'n_layer head_size batch_size eval_interval eval_seqs jobs', lambda v: v >= 1,
-                "must be at least 1")
-        require(self, 'vocab_size', lambda v: v >= 6, "is too small: it holds FILLER, keys and values")
-        require(self, 'stop_acc', lambda v: 0 < v <= 1, "must be in (0, 1]")
-        require(self, 'budget', lambda v: 0 < v < math.inf, "must be a positive number")
-        require(self, 'warmup_frac', lambda v: 0 <= v < 1, "must be in [0, 1)")
-        require(self, 'weight_decay', lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
-        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")
-        bad = [v for v in self.views if v not in VIEWS]
-        if bad:
-            raise ValueError(f"views: {bad[0]!r} is not one of {', '.join(VIEWS)}")
-
-
-QUICK = dict(configs=['gpt', 'gmlp'], seq_lens=['16'], pairs=['2'], vocab_size=32, batch_size=64, budget=0.05,
-             learning_rate=['1e-2'], eval_interval=50, results=os.path.join('out-probe', 'quick.jsonl'))
-FULL = dict(views=['mixer', 'block'], widths=['64', '128'], seq_lens=['64', '256'], pairs=['4', '16', '64'],
-            learning_rate=['1e-4', '4.6e-4', '2.2e-3', '1e-2'])  # Zoology's logspace(-4, -2, 4)
-
-
-def law_steps(probe, T):
-    """Optimizer steps a cell trains for: budget x the emergence law's tokens, 10^5.7 sqrt(B T), in
-    steps."""
-    tokens = 10 ** 5.7 * math.sqrt(probe.batch_size * T)
-    return max(1, math.ceil(probe.budget * tokens / (probe.batch_size * T)))
-
-
-# -----------------------------------------------------------------------------
-# the data: a pure function of (seed, what), generated in memory
-
-def mqar_batch(rng, *, batch, T, n_pairs, vocab):
-    """
-    (x, y): int64 arrays (batch, T) of MQAR sequences, drawn from the numpy Generator `rng`.
-    x holds N = n_pairs key-value pairs at positions 0..2N-1, then the N keys again in a random
-    order at random positions of the rest, FILLER elsewhere; y is the paired value at those query
-    positions and -1 everywhere else.
-    """
-    N, half = n_pairs, vocab // 2
-    if N > half - 1:
-        raise UsageError(f"N={N} pairs need {N} distinct keys but vocab_size={vocab} has "
-                         f"{half - 1}; raise vocab_size to at least {2 * (N + 1)}")
-    if 3 * N > T:
-        raise UsageError(f"N={N} pairs and N queries do not fit in T={T} positions (needs 3N <= T)")
-    rows = np.arange(batch)[:, None]
-    keys = 1 + np.argsort(rng.random((batch, half - 1)), axis=1)[:, :N]  # N distinct keys per row
-    values = rng.integers(half, vocab, size=(batch, N))
-    x = np.full((batch, T), FILLER, dtype=np.int64)
-    y = np.full((batch, T), -1, dtype=np.int64)
-    x[:, 0:2 * N:2], x[:, 1:2 * N:2] = keys, values
-    where = 2 * N + np.sort(np.argsort(rng.random((batch, T - 2 * N)), axis=1)[:, :N], axis=1)  # query slots
-    order = np.argsort(rng.random((batch, N)), axis=1)  # which pair each query asks for
-    x[rows, where] = keys[rows, order]
-    y[rows, where] = values[rows, order]
-    return x, y
-
-
-def batch_at(seed, *key, batch, T, n_pairs, vocab):
-    """Batch `key` of a run as torch tensors: (seed, 0, step) trains, (seed, 1) is the held-out
-    set."""
-    x, y = mqar_batch(np.random.default_rng([seed, T, n_pairs, vocab, *key]), batch=batch, T=T,
-                      n_pairs=n_pairs, vocab=vocab)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def accuracy(logits, targets):
-    """Share of answer positions (targets != -1) whose argmax is the target; other positions do not
-    count."""
-    mask = targets != -1
-    return (logits.argmax(dim=-1)[mask] == targets[mask]).float().mean().item()
-
-
-def accuracy_by_distance(logits, x, y, n_pairs, buckets=4):
-    """[[from, to, accuracy, answers], ...]: accuracy by how far back a query's key stands (its
-    position minus the key's), in `buckets` equal ranges of the distances 1..T."""
-    rows, t = (y != -1).nonzero(as_tuple=True)
-    key_at = (x[rows, :2 * n_pairs:2] == x[rows, t][:, None]).float().argmax(dim=1) * 2  # the pair it asks
-    dist, right = (t - key_at).numpy(), (logits.argmax(dim=-1)[rows, t] == y[rows, t]).numpy()
-    edges = np.linspace(1, x.size(1), buckets + 1)
-    which = np.clip(np.searchsorted(edges, dist, side='right') - 1, 0, buckets - 1)
-    return [[int(edges[b]), int(edges[b + 1]), float(right[which == b].mean()), int((which == b).sum())]
-            for b in range(buckets) if (which == b).any()]
-
-
-# -----------------------------------------------------------------------------
-# one run: a config's mixer or block at the probe's shape, trained as train.py trains
-
-def model_args(path, probe, *, view, width, T, overrides=()):
-    """The GPTConfig fields of config file `path` (with train.py `overrides`: --bias=True) at the
-    probe's shape; in the mixer view without its channel MLP (ffn='none') when it is a transformer
-    block. Block type, attention, positions, norms and biases stay the file's."""
-    cfg = parse_config(TrainConfig, [path, *overrides])
-    args = {**cfg.model_args(), 'n_layer': probe.n_layer, 'n_embd': width, 'n_head': max(1, width // probe.head_size),
-            'block_size': T, 'vocab_size': probe.vocab_size, 'dropout': 0.0, 'match_params': '', 'ffn_hidden': 0,
-            'gmlp_d_ffn': 0}
-    if view == 'mixer' and args['block'] == 'transformer':
-        args['ffn'] = 'none'
-    try:
-        GPTConfig(**args)
-    except ValueError as e:
-        raise UsageError(f"{path} at width {width}, T={T}: {e}") from None
-    return args
-
-
-def run_key(probe, args, *, view, T, N, lr):
-    """What identifies a run in the results file: the model (whichever configs share it), the data
-    and the recipe: everything that changes its outcome."""
-    model = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
-    return dict(model=model, view=view, width=args['n_embd'], T=T, N=N, lr=lr, n_layer=probe.n_layer,
-                vocab=probe.vocab_size, batch=probe.batch_size, steps=law_steps(probe, T), seed=probe.seed,
-                warmup_frac=probe.warmup_frac, weight_decay=probe.weight_decay, stop_acc=probe.stop_acc,
-                eval_interval=probe.eval_interval, eval_seqs=probe.eval_seqs)
-
-
-def train_run(args, probe, key, threads=None, log=False):
-    """Train one run and return its results record; threads=None leaves torch's thread count as it
-    is; log: a stderr line at each evaluation."""
-    threads_before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        return train_cell(args, probe, key, log)
-    finally:
-        torch.set_num_threads(threads_before)  # in this process (jobs=1, tests), later work is not changed
-
-
-@torch.no_grad()
-def held_out(model, X, Y):
-    """(accuracy, loss, logits) of the model on the held-out set."""
-    model.eval()
-    logits, loss = model(X, Y)
-    model.train()
-    return accuracy(logits, Y), loss.item(), logits
-
-
-def train_cell(args, probe, key, log):
-    t0, cpu0 = time.time(), time.process_time()
-    steps, lr = key['steps'], key['lr']
-    cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps, 'lr_decay_iters': steps,
-                         'warmup_iters': int(probe.warmup_frac * steps), 'weight_decay': probe.weight_decay,
-                         'seed': probe.seed})
-    torch.manual_seed(probe.seed)
-    model = GPT(GPTConfig(**args))
-    optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
-    data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
-    X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
-    curve, step = [], 0
-    while True:
-        if step % probe.eval_interval == 0 or step == steps:
-            acc, loss, logits = held_out(model, X_val, Y_val)
-            curve.append([step, acc, loss])
-            if log:
-                print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step {step}: "
-                      f"held-out acc {acc:.3f}, loss {loss:.3f} "
-                      f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
-            if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
-                break
-        if STOP.is_set():  # probe.py was stopped: this run is not recorded
-            return None
-        for group in optimizer.param_groups:
-            group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
-        X, Y = batch_at(probe.seed, 0, step, batch=probe.batch_size, **data)
-        _, loss = model(X, Y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-    solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
-    return dict(kind='probe', key=key, **key, acc=curve[-1][1], best_acc=max(c[1] for c in curve),
-                solved=solved_at is not None, solved_at=solved_at, steps_run=step, seconds=time.time() - t0,
-                cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(), block=args['block'],
-                attn=args['attn'], ffn=args['ffn'], pos_emb=args['pos_emb'], curve=curve,
-                acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']), date=time.strftime('%Y-%m-%d'),
-                machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
-                        f"{torch.get_num_threads()} thread(s)")
-
-
-# -----------------------------------------------------------------------------
-# the grid: cells run in worker processes, a record appended as each run ends
-
-def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
-    """[(cell, [run keys, one per lr], model args, configs sharing that model)] for every cell not
-    solved in the results file; configs whose models are the same share one cell."""
-    done = {json.dumps(r['key'], sort_keys=True): r for r in read_results(probe.results, 'probe')}
-    cells = {}
-    for view in probe.views:
-        for T in seq_lens:
-            for N in (N for N in pairs if 3 * N <= T):
-                for width in widths:
-                    # gpt's cell first: the calibration the other numbers rest on
-                    for path in sorted(paths, key=lambda p: arch_key(os.path.basename(p)[:-3])):
-                        args = model_args(path, probe, view=view, width=width, T=T, overrides=overrides)
-                        keys = [run_key(probe, args, view=view, T=T, N=N, lr=lr) for lr in lrs]
-                        name = ' '.join([os.path.basename(path)[:-3], *overrides])  # gpt_rope --bias=True
-                        cell = (view, width, T, N, keys[0]['model'])
-                        cells.setdefault(cell, (keys, args, []))[2].append(name)
-    todo = []
-    for cell, (keys, args, names) in cells.items():
-        runs = [done.get(json.dumps(k, sort_keys=True)) for k in keys]
-        if not any(r and r['solved'] for r in runs) and not all(runs):
-            todo.append((cell, [k for k, r in zip(keys, runs) if not r], args, names))
-    return todo, len(cells) - len(todo)
-
-
-def cost(key):
-    """Relative cost of a full run: steps x batch x T (tokens), x width."""
-    return key['steps'] * key['batch'] * key['T'] * key['width']
-
-
-def run_grid(probe, todo, stopper=None):
-    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while
-    none so far reached stop_acc. (runs recorded, cells cut short): a signal to `stopper` cuts the
-    running cells short (they start over on a rerun) and starts no more; every finished run is
-    recorded."""
-    t_start, n_runs, work_done = time.time(), 0, 0.0
-    queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
-    # jobs > 1: worker processes of one thread each, deaf to a terminal's Ctrl-C (this process stops
-    # them); jobs = 1: in this process (no start-up), every thread
-    pool = (ProcessPoolExecutor(max_workers=probe.jobs, mp_context=multiprocessing.get_context('spawn'),
-                                initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
-            if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
-    try:
-        while (queue or pending) and not stopper:
-            while queue and len(pending) < probe.jobs:
-                item = queue.pop(0)
-                pending[submit(pool, probe, item, 0)] = (item, 0)
-            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in [f for f in finished if not stopper]:
-                item, i = pending.pop(fut)
-                names = sorted(item[3], key=arch_key)
-                record = {**fut.result(), 'configs': names, 'config': names[0],
-                          'command': ' '.join(['python', 'probe.py', *sys.argv[1:]])}
-                append_record(probe.results, record, kept='nothing else: the run')
-                n_runs, work_done = n_runs + 1, work_done + cost(record['key']) * record['steps_run'] / record['steps']
-                if not record['solved'] and i + 1 < len(item[1]):  # the cell's next learning rate
-                    pending[submit(pool, probe, item, i + 1)] = (item, i + 1)
-                left = sum(cost(it[1][0]) for it in queue) + sum(cost(it[1][j]) for it, j in pending.values())
-                eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
-                k = record['key']
-                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} "
-                      f"{','.join(names)} d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc "
-                      f"{record['acc']:.3f} at step {record['steps_run']}/{k['steps']} "
-                      f"({duration(record['seconds'])}); elapsed "
-                      f"{duration(time.time() - t_start)}, ETA ~{duration(eta)} at most",
-                      file=sys.stderr, flush=True)
-    finally:
-        if stopper:  # the running cells have nothing to save: stopped now, not waited for
-            STOP.set()  # (a cell in this process stops at its next step)
-            for proc in list(getattr(pool, '_processes', {}).values()):
-                proc.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
-        STOP.clear()
-    return n_runs, len(pending)
-
-
-def submit(pool, probe, item, i):
-    one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a line per evaluation
-    # a worker started by this submit inherits SIGINT blocked: a terminal's Ctrl-C during its start-up
-    # (before its initializer ignores it) cannot end it in a traceback; this process takes the signal as
-    # soon as the mask is restored
-    blocks = one and hasattr(signal, 'pthread_sigmask')
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
-    try:
-        return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
-    finally:
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-# -----------------------------------------------------------------------------
-# reporting: from the results file alone (the table and plot are results.py's)
-
-def report(probe):
-    records = read_results(probe.results, 'probe')
-    if not records:
-        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass "
-                         "--results=...)")
-    print(probe_table(records))
-    png = probe.png or os.path.splitext(probe.results)[0] + '.png'
-    if plot_probe(records, png):
-        print(f"plot: {png}", file=sys.stderr)
-    return records
-
-
 def main(argv):
     own, overrides = split_flags(argv, ProbeConfig, TrainConfig)  # train.py keys change every model
     probe = parse_config(ProbeConfig, own, config_files=False,
@@ -470,7 +445,7 @@ def main(argv):
     given = keys_given(argv)
     for preset, values in (('quick', QUICK), ('full', FULL)):
         if getattr(probe, preset):
-            probe = dataclasses.replace(probe, **{k: v for k, v in values.items() if k not in given})
+            probe = replace(probe, **{k: v for k, v in values.items() if k not in given})
     probe.results = probe.results or os.path.join('out-probe', 'results.jsonl')
     paths = config_paths(probe.configs)
     widths = numbers('widths', probe.widths, int)
@@ -478,7 +453,7 @@ def main(argv):
     pairs = numbers('pairs', probe.pairs, int)
     lrs = numbers('learning_rate', probe.learning_rate, float)
     if not probe.replot:
-        if any(w % probe.head_size for w in widths):  # attention has width // head_size heads of head_size
+        if any(w % probe.head_size for w in widths):  # attention: width // head_size heads
             fits = [h for h in range(1, min(widths) + 1) if all(w % h == 0 for w in widths)]
             raise UsageError(f"head_size={probe.head_size} does not divide width "
                              f"{next(w for w in widths if w % probe.head_size)}; pick head_size "
@@ -490,10 +465,12 @@ def main(argv):
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
         check_writable(probe.results)
-        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)  # every config valid first
+        # every config is checked (model_args) before anything trains
+        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)
+        steps = ', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)
         print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} "
               f"learning rates each, {probe.jobs} at a time; steps per cell by the emergence law: "
-              f"{', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)}", file=sys.stderr, flush=True)
+              f"{steps}", file=sys.stderr, flush=True)
         t0 = time.time()
         with Stopper(stopping="the running cells stop (a rerun starts them over), none more "
                               "starts; the finished ones are kept") as stopper:
@@ -503,7 +480,15 @@ def main(argv):
             print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; "
                   f"continue with: python probe.py {' '.join(argv)}", file=sys.stderr)
             raise SystemExit(stopper.exit_code())
-    return report(probe)
+    records = read_results(probe.results, 'probe')
+    if not records:
+        raise UsageError(f"no records in {probe.results!r}; run `python probe.py` first (or pass "
+                         "--results=...)")
+    print(probe_table(records))
+    png = probe.png or os.path.splitext(probe.results)[0] + '.png'
+    if plot_probe(records, png):
+        print(f"plot: {png}", file=sys.stderr)
+    return records
 
 
 if __name__ == "__main__":
