@@ -12,19 +12,14 @@ results file, then tables and plots from that file alone.
     python sweep.py --plot out-gpt out-gmlp                        # val-loss plot of existing runs
     python sweep.py --quick                                        # the machinery in about a minute
 
-Runs are independent train.py processes (`jobs` at a time, cores/jobs threads each). Any train.py
-key given here (--block_size, --data_dir, --eval_iters, --device, ...) applies to every run. Each
-finished run appends one record to the results file (config, seed, lr, budget, val loss, train
-seconds, tokens, FLOPs, params, the eval curve), found again by its key: every setting of the run as
-train.py resolves it (config files and overrides) and the data's fingerprint, less the settings that
-cannot change its outcome (NO_EFFECT). Re-running skips recorded runs and resumes stopped ones from
-their checkpoints; Ctrl-C stops the running runs (they save) and the sweep; two sweeps may share a
-results file and run folders (a run belongs to one sweep from its start to its record). Budgets
-(max_iters / max_tokens / max_flops, one value or several) become an iteration count per config and
-the learning-rate schedule ends there; max_seconds stops by the clock. With --lr_schedule=wsd the
-runs of one (config, lr, seed) at several budgets share one constant-lr run, branched at each
-budget's cooldown (Hagele et al. 2024): the same results as separate runs, at the cost of the
-longest plus the cooldowns. Results go to out-sweep/ unless --results names a file.
+Runs are train.py processes (`jobs` at a time, cores/jobs threads each); any train.py key given here
+applies to every run. Each finished run appends one record (config, seed, lr, budget, val loss,
+seconds, tokens, FLOPs, the eval curve) to the results file, found again by its key: the run's
+settings as train.py resolves them and the data's fingerprint, less NO_EFFECT. A rerun skips recorded
+runs and resumes stopped ones; Ctrl-C stops the runs (they save) and the sweep; sweeps may share a
+results file. Budgets (one value or several) become iterations per config, where the schedule ends;
+with --lr_schedule=wsd one constant-lr run serves every budget of a (config, lr, seed), branched at
+each cooldown (Hagele et al. 2024). Results go to out-sweep/ unless --results names a file.
 """
 import os
 import signal
@@ -692,10 +687,9 @@ def main(argv):
 # many runs as child processes: claims, and a stop that reaches every one
 
 class Stopper:
-    """SIGINT / SIGTERM while the block runs (main thread): the first is noted, announced and sent
-    on to every running child, once; children run in sessions of their own, so a Ctrl-C at the
-    terminal reaches them only through this, never twice. A second signal is sent on too (the
-    children abort) and so on. `run` starts no child once stopped."""
+    """SIGINT / SIGTERM while the block runs: each is announced and sent on to every running child
+    (in sessions of their own: a terminal's Ctrl-C reaches them once, through this); `run` starts no
+    child once stopped."""
 
     def __init__(self, *, what='runs', stopping=None):
         self.signum, self.what = None, what
@@ -785,11 +779,10 @@ def release(fd):
 # a run as this sweep starts it: train.py, stopped by the sweep's death
 
 def stop_with_the_sweep():
-    """`python sweep.py --child train.py ARGS` (how Sweep starts each run) runs train.py as `python
-    train.py ARGS` would, stopped by the sweep's death, even by SIGKILL, as SIGTERM stops it (it
-    saves, exit 143): a run never trains on alone. Linux's parent-death signal, SIGUSR2 (it comes
-    once per thread of the dying sweep, so it cannot be SIGTERM, whose second arrival aborts),
-    becomes one SIGTERM (one before train.py takes SIGTERM just ends the run: nothing to save)."""
+    """`python sweep.py --child train.py ARGS`, how Sweep starts a run: train.py, stopped as by
+    SIGTERM (it saves) when the sweep dies, even by SIGKILL. Linux's parent-death signal, SIGUSR2
+    (it comes once per thread of the dying sweep: not SIGTERM, whose second one aborts), becomes one
+    SIGTERM."""
     pid = os.environ.get('SWEEP_PID', '')
     if not pid.isdigit() or not sys.platform.startswith('linux'):
         return
