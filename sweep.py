@@ -35,6 +35,7 @@ import platform
 import runpy
 import shutil
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -70,6 +71,9 @@ NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', '
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
 LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'eval_interval')
 EVALS = 8  # evaluations per run (a curve to draw) unless --eval_interval is given
+# a run's claim is named by the run (its folder's name: config, seed, lr, budget and the digest of its
+# key), not by a sweep's out_prefix or results file: two sweeps that would train one run take turns
+CLAIMS = os.path.join(tempfile.gettempdir(), 'gpt-blocks-claims')
 
 
 @dataclass
@@ -183,6 +187,9 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     if lr:
         args += [f'--learning_rate={lr}'] + ([] if 'min_lr' in given else [f'--min_lr={lr / 10}'])
     cfg = parse_config(TrainConfig, args)
+    if 'init_from' in given or cfg.init_from != 'scratch':
+        raise UsageError(f"{name}: init_from={cfg.init_from!r}: a sweep starts each run itself and "
+                         "resumes a stopped one (rerun the same sweep); leave init_from out")
     kind, values = budget_of(sweep)
     value = values[0] if budget is None else budget
     tokens_per_iter = cfg.batch_size * cfg.gradient_accumulation_steps * cfg.block_size
@@ -357,7 +364,6 @@ class Sweep:
 
     def __init__(self, sweep, results_path, stopper):
         self.results, self.stopper, self.score_items = results_path, stopper, sweep.hellaswag
-        self.claims = os.path.join(sweep.out_prefix, '.claims')
         self.env = {**os.environ, 'OMP_NUM_THREADS': str(threads_per_run(sweep)),
                     'SWEEP_PID': str(os.getpid())}
         self.lock, self.t0 = threading.Lock(), time.time()
@@ -366,7 +372,7 @@ class Sweep:
         self.dead_trunks = set()  # constant-lr runs that failed: their later branches are not tried
 
     def claim(self, run_dir):
-        return claim(os.path.join(self.claims, os.path.basename(run_dir)), self.stopper,
+        return claim(os.path.join(CLAIMS, os.path.basename(run_dir)), self.stopper,
                      waiting=f"{os.path.basename(run_dir)}: another sweep is running it")
 
     def train(self, cmd, resume):
@@ -379,6 +385,11 @@ class Sweep:
             return False, None
         if proc.returncode and self.stopper:
             return False, 'stopped'
+        if proc.returncode and '--new_data=True' in last_line(proc):  # advice a sweep cannot take
+            run_dir = next(a.split('=', 1)[1] for a in cmd if a.startswith('--out_dir='))
+            return False, (f"exit {proc.returncode}: the data in its data_dir changed under this "
+                           f"run's checkpoint; prepare the data it was trained on, or delete "
+                           f"{run_dir} to train it anew")
         if proc.returncode:
             return False, f"exit {proc.returncode}: {last_line(proc)}\n  rerun: {' '.join(cmd)}"
         return True, time.time() - t0
@@ -656,11 +667,11 @@ def main(argv):
         if sweep.max_seconds and sweep.jobs > 1:
             print("note: max_seconds with jobs > 1: runs share the cores, "
                   "so equal seconds are not equal work", file=sys.stderr)
-        claims = os.path.join(sweep.out_prefix, '.claims')
         try:  # made now, before any run starts
-            os.makedirs(claims, exist_ok=True)
+            os.makedirs(sweep.out_prefix, exist_ok=True)
+            os.makedirs(CLAIMS, exist_ok=True)
         except OSError as e:
-            raise UsageError(f"cannot create {claims!r} ({e.strerror}); "
+            raise UsageError(f"cannot create {e.filename!r} ({e.strerror}); "
                              "pass --out_prefix=a/folder/you/can/write") from None
         plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
         announce(plans)

@@ -384,7 +384,7 @@ def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data
     marker = os.path.join(p.run_dir, 'sweep-A-was-here')
     open(marker, 'w').close()
     results = str(tmp_path / 'r.jsonl')
-    held = sweep.claim(os.path.join(cfg.out_prefix, '.claims', os.path.basename(p.run_dir)))
+    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.run_dir)))
     with sweep.Stopper() as stopper:
         runs = sweep.Sweep(cfg, results, stopper)
         t = threading.Thread(target=runs.run, args=(p,))
@@ -408,7 +408,7 @@ def test_a_constant_lr_run_another_sweep_holds_is_waited_for_then_branched(tiny_
                        [*TINY, f'--data_dir={tiny_data}', '--lr_schedule=wsd', '--eval_interval=5'],
                        seed=1, lr=2e-3, size=None)
     assert p.trunk and p.branch_at == 8
-    held = sweep.claim(os.path.join(cfg.out_prefix, '.claims', os.path.basename(p.trunk)))
+    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.trunk)))
     results = str(tmp_path / 'r.jsonl')
     with sweep.Stopper() as stopper:
         runs = sweep.Sweep(cfg, results, stopper)
@@ -446,6 +446,48 @@ def test_a_failed_run_is_said_by_its_own_error_line_and_the_command_that_reruns_
     assert not ok
     assert why.splitlines() == ["exit 2: error: unknown key 'no_such_key'; run with --help to list the keys",
                                 '  rerun: ' + ' '.join(cmd)]
+
+
+def test_advice_a_sweep_cannot_take_is_said_as_a_sweep_can(tmp_path):
+    """train.py's --new_data=True advice cannot be followed inside a sweep: the sweep says what can."""
+    fake = tmp_path / 'train_fake.py'
+    fake.write_text('import sys\nprint("error: d holds other data, but out/ckpt.pt was trained on x; resume on '
+                    'that data, or pass --new_data=True to go on", file=sys.stderr)\nsys.exit(2)\n')
+    cmd = [sys.executable, str(fake), f'--out_dir={tmp_path / "run"}']
+    with sweep.Stopper() as stopper:
+        runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'runs')), str(tmp_path / 'r.jsonl'), stopper)
+        ok, why = runs.train(cmd, resume=True)
+    assert not ok and '--new_data' not in why
+    assert why == (f"exit 2: the data in its data_dir changed under this run's checkpoint; prepare the data it was "
+                   f"trained on, or delete {tmp_path / 'run'} to train it anew")
+
+
+def test_a_recipe_or_flag_that_asks_init_from_is_one_line(tmp_path):
+    """A sweep starts and resumes its runs itself: init_from from a flag or a recipe is refused up front, not
+    in every run with advice the sweep cannot follow."""
+    with pytest.raises(UsageError, match=r"gpt: init_from='resume': a sweep starts each run itself"):
+        plan(tmp_path, ['--init_from=resume'])
+    recipe = tmp_path / 'recipe.py'
+    recipe.write_text("init_from = 'resume'\n")
+    with pytest.raises(UsageError, match="leave init_from out"):
+        plan(tmp_path, recipe=str(recipe))
+
+
+def test_one_run_is_one_claim_whatever_the_out_prefix_or_results_file(tmp_path):
+    """Two sweeps that would train one run (another --out_prefix, another results file) take turns on one
+    claim: its name is the run's, not the sweep's."""
+    a = plan(tmp_path / 'a', max_iters=['4'])
+    b = plan(tmp_path / 'b', max_iters=['4'])
+    assert a.run_dir != b.run_dir and os.path.basename(a.run_dir) == os.path.basename(b.run_dir)
+    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(a.run_dir)))
+    try:
+        with sweep.Stopper() as stopper:
+            stopper.signum = signal.SIGTERM  # stopped: a claim it cannot take is not waited for
+            runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'b' / 'runs')), str(tmp_path / 'r.jsonl'),
+                               stopper)
+            assert runs.claim(b.run_dir) is None  # held by the sweep running it into a/
+    finally:
+        sweep.release(held)
 
 
 def test_two_sweeps_on_one_file_record_each_run_once_and_whole(tiny_data, tmp_path):
