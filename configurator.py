@@ -86,8 +86,9 @@ def require(cfg, names, ok, must):
 
 def exec_config_file(path):
     """The names a plain-Python config file assigns (modules, functions and _private names skipped).
-    The file's own folder is importable while it runs, so configs/gmlp.py can start with
-    `from _recipe import *` (configs/_recipe.py: the recipe every architecture config shares)."""
+    The file's own folder, then the shipped configs/, are importable while it runs, so a config can
+    start with `from _recipe import *` (configs/_recipe.py: the recipe every architecture config
+    shares), also a copy of one in another folder."""
     if not os.path.isfile(path):
         here = os.path.dirname(path)
         folders = [here or '.', os.path.join(here, 'configs'), 'configs']
@@ -101,7 +102,8 @@ def exec_config_file(path):
                          + (f"; did you mean {near[0]}?" if near else ""))
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
-    sys.path.insert(0, folder)
+    shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
+    sys.path[:0] = [folder, shipped]
     try:
         with open(path) as f:
             exec(compile(f.read(), path, 'exec'), scope)
@@ -112,9 +114,10 @@ def exec_config_file(path):
         raise UsageError(f"config file {path!r} failed: {type(e).__name__}: {e}") from None
     finally:  # the next config file imports its own _recipe, not this one's
         sys.path.remove(folder)
+        sys.path.remove(shipped)
         for name in set(sys.modules) - before:
             where = getattr(sys.modules[name], '__file__', '') or ''
-            if os.path.dirname(os.path.abspath(where)) == folder:
+            if os.path.dirname(os.path.abspath(where)) in (folder, shipped):
                 del sys.modules[name]
     return {k: v for k, v in scope.items()
             if not k.startswith('_')
@@ -390,7 +393,8 @@ def config_paths(names):
         elif c in known:
             paths.append(os.path.relpath(shipped[known.index(c)]))
         else:
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(known)} or pass a .py "
+            archs = [k for k in known if k != 'quick']  # (quick.py is the quick start's, not one)
+            raise UsageError(f"unknown config {c!r}; choose among {', '.join(archs)} or pass a .py "
                              "path")
     paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
     if not paths:

@@ -325,6 +325,10 @@ def open_dataset(data_dir):
     """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
     UsageError that names the prepare.py command to run."""
     if not os.path.isdir(data_dir):
+        beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), data_dir)
+        if not os.path.isabs(data_dir) and os.path.isdir(beside):
+            raise UsageError(f"data_dir {data_dir!r} is not in this folder ({os.getcwd()}) but beside "
+                             f"the scripts: run from there, or pass --data_dir={beside}")
         raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
                          f"first or pass --data_dir=...")
     meta = read_meta(data_dir)

@@ -233,10 +233,13 @@ def sync_device(device_type):
         torch.mps.synchronize()
 
 
-def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
+def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
     """One forward + backward before the clock starts, then undone (gradients, and the random
-    generators the step drew from: dropout's): compiling is not training time, and its duration
-    sizes up the run. Seconds it took."""
+    generators the step drew from: dropout's): compiling happens here, and is not training time; the
+    duration sizes up the run. Seconds it took."""
+    if compiling and procs.master:
+        print("compiling the model (torch.compile): about a minute on a CPU, less on a GPU...",
+              flush=True)
     devices = [X.device] if X.device.type == 'cuda' else []
     with torch.random.fork_rng(devices=devices), (model.no_sync() if procs.ddp else nullcontext()):
         sync_device(X.device.type)
@@ -247,6 +250,8 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs):
         sync_device(X.device.type)
         seconds = time.time() - t0
     optimizer.zero_grad(set_to_none=True)
+    if compiling and procs.master:
+        print(f"compiled in {duration(seconds)}", flush=True)
     return seconds
 
 
@@ -615,8 +620,9 @@ class RunFiles:
         if not resume and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
             self.staged = True
             os.makedirs(os.path.join(self.out_dir, '.new'), exist_ok=True)
-            print(f"note: {self.out_dir} holds a previous run: it stays as it is until this run "
-                  f"saves its first checkpoint, then moves to {self.prev}/")
+            print(f"note: {self.out_dir} holds a previous run: this run starts over "
+                  "(--init_from=resume continues that one instead); the previous run stays as it "
+                  f"is until this run saves its first checkpoint, then moves to {self.prev}/")
         try:
             text = ''.join(json.dumps(r) + '\n' for r in rows).encode()
             self.write(self.path('log.jsonl'), lambda f: f.write(text))

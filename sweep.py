@@ -606,6 +606,10 @@ def announce(plans):
 
 
 def main(argv):
+    if not argv:  # every config at its default budget: not what a first try should start unasked
+        raise UsageError("a bare sweep trains every config in configs/ for hours on a CPU; see the "
+                         "machinery first with python sweep.py --quick (about a minute), or name what "
+                         "to compare: --configs=gpt,gmlp --max_iters=500 (python sweep.py --help)")
     own, overrides = split_flags(argv, SweepConfig, TrainConfig)
     positional = [a for a in own if not a.startswith('--')]
     sweep = parse_config(SweepConfig, [a for a in own if a.startswith('--')], config_files=False,

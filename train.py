@@ -466,7 +466,7 @@ def train(cfg, procs, files, meta, paths, ckpt, switch):
                         tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
     X, Y = batches.get(0, state.iter_num, procs.rank * accum)  # the first micro-batch
-    micro_s = warm_up(train_model, X, Y, ctx, scaler, optimizer, procs)  # compiles, if asked
+    micro_s = warm_up(train_model, X, Y, ctx, scaler, optimizer, procs, cfg.compile)
     if procs.master:
         say_start(cfg, procs, accum, raw_model, peak, switch, state, progress, micro_s)
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes

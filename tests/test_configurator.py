@@ -3,6 +3,7 @@ errors, atomic writes."""
 import dataclasses
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
@@ -126,3 +127,19 @@ def test_every_script_help_explains_every_key(script):
     undocumented = [line.split('=')[0].strip() for line in keys if not line.split(None, 1)[1:]
                     or len(line.split(None, 1)[1].strip()) < 4]
     assert not undocumented, f"{script}: keys without a description: {undocumented}"
+
+
+def test_a_config_copied_to_another_folder_finds_the_shipped_recipe(tmp_path):
+    """configs/gmlp.py starts with `from _recipe import *`: a copy of it elsewhere still reads (the shipped
+    configs/ is importable after the file's own folder), and a _recipe.py beside the copy wins."""
+    shutil.copy(os.path.join(HERE, 'configs', 'gmlp.py'), tmp_path / 'mine.py')
+    got = C.exec_config_file(str(tmp_path / 'mine.py'))
+    assert got['block'] == 'gmlp' and got['n_layer'] == C.exec_config_file(os.path.join(HERE, 'configs', 'gmlp.py'))['n_layer']
+    (tmp_path / '_recipe.py').write_text("n_layer = 7\n")
+    assert C.exec_config_file(str(tmp_path / 'mine.py'))['n_layer'] == 7
+    assert 'mine' not in sys.modules and '_recipe' not in sys.modules
+
+
+def test_an_unknown_config_is_answered_with_architectures_only():
+    with pytest.raises(C.UsageError, match=r"unknown config 'gtp'; choose among (?!.*quick)"):
+        C.config_paths(['gtp'])

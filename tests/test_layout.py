@@ -5,6 +5,7 @@ and starts nothing."""
 import ast
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -57,3 +58,15 @@ def test_importing_every_module_starts_nothing():
             "assert threading.active_count() == 1, [t.name for t in threading.enumerate()]\n")
     proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_and_guide_state_the_suite_as_it_is():
+    """The test count README.md and GUIDE.md give is the suite's, counted, not typed."""
+    proc = subprocess.run([sys.executable, '-m', 'pytest', '--collect-only', '-q', '-p', 'no:cacheprovider'],
+                          cwd=HERE, capture_output=True, text=True, timeout=300)
+    n = int(re.search(r'(\d+) tests? collected', proc.stdout).group(1))
+    for doc in ('README.md', 'GUIDE.md'):
+        with open(os.path.join(HERE, doc), encoding='utf-8') as f:
+            said = re.search(r'([\d,]+) tests \(', f.read())
+        assert said and int(said.group(1).replace(',', '')) == n, \
+            f"{doc} says {said and said.group(1)} tests, the suite collects {n}: write {n}"

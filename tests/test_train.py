@@ -704,3 +704,30 @@ def test_every_seed_is_scored_on_the_same_val_batches(data_dir, tmp_path, monkey
     assert last['val_se'] > 0
     with pytest.raises(UsageError, match=r"was evaluated with eval_seed=0, asked 5: .*resume with --eval_seed=0"):
         run(data_dir, tmp_path / 's10', '--seed=1', '--eval_seed=5', '--init_from=resume')
+
+
+def test_a_relative_data_dir_beside_the_scripts_but_not_here_is_named_as_such(tmp_path, monkeypatch):
+    os.makedirs(os.path.join(HERE, 'data'), exist_ok=True)
+    name = os.path.join('data', f'beside-{os.getpid()}')
+    os.makedirs(os.path.join(HERE, name))
+    try:
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(UsageError, match=rf"data_dir '{name}' is not in this folder \(.*\) but beside the "
+                                             rf"scripts: run from there, or pass --data_dir="):
+            dataset.open_dataset(name)
+    finally:
+        os.rmdir(os.path.join(HERE, name))
+
+
+def test_compiling_says_so_before_and_how_long_after(tmp_path, capsys):
+    """--compile's warm-up is silent for a minute on a CPU otherwise: a line before, and one after."""
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=16))
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+    scaler = torch.amp.GradScaler('cpu', enabled=False)
+    x = torch.randint(0, 16, (2, 8))
+    guards.warm_up(model, x, x, train.nullcontext(), scaler, opt, train.Distributed(), compiling=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('compiling the model (torch.compile): about a minute on a CPU')
+    assert re.fullmatch(r"compiled in [\d.]+s", out[1])
+    guards.warm_up(model, x, x, train.nullcontext(), scaler, opt, train.Distributed())
+    assert capsys.readouterr().out == ''  # without compile: nothing
