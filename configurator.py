@@ -400,3 +400,23 @@ def config_paths(names):
     if not paths:
         raise UsageError("no configs: pass config files or run from the repository root")
     return paths
+
+
+def checkpoint_advice(path):
+    """What to do when `path` (out_dir/ckpt.pt) is missing: the config that trains that out_dir, or
+    the runs here with the nearest names, or how to train a first one."""
+    folder = os.path.normpath(os.path.dirname(path) or '.')
+    here = os.path.dirname(os.path.abspath(__file__))
+    for config in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py'))):
+        try:
+            trains = os.path.normpath(str(exec_config_file(config).get('out_dir', '')))
+        except UsageError:  # a config that does not read cannot be the one
+            continue
+        if trains == folder:
+            return f"train it first: python train.py {os.path.relpath(config)}"
+    runs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join('out*', 'ckpt.pt')))
+    near = difflib.get_close_matches(folder, runs, n=3, cutoff=0.5)
+    if near:
+        return f"the runs here with the nearest names: {', '.join(near)} (--out_dir=...)"
+    return ("train one first (python prepare.py && python train.py configs/quick.py) or point "
+            "out_dir at the right folder")

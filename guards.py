@@ -20,7 +20,8 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.distributed as dist
 
-from configurator import UsageError, atomic_write, disk_full, fsync_dir, lock_folder, write_error
+from configurator import (UsageError, atomic_write, checkpoint_advice, disk_full, fsync_dir,
+                          lock_folder, write_error)
 from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPT, GPTConfig, count_params
 
@@ -405,8 +406,7 @@ def load_checkpoint(path, device='cpu'):
     """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a
     UsageError."""
     if not os.path.isfile(path):
-        raise UsageError(f"no checkpoint at {path!r}; train one first (python prepare.py && python "
-                         "train.py configs/quick.py) or point out_dir at the right folder")
+        raise UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}") from None
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated, garbage, or not a torch file at all (torch's own advice to

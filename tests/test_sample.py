@@ -365,3 +365,17 @@ def test_gpt2_by_name_offline_names_the_real_flag_and_checks_the_ranks_file(tmp_
         load_tokenizer(meta, ranks_file=str(wrong))
     with pytest.raises(UsageError, match='not found'):
         load_tokenizer(meta, ranks_file=str(tmp_path / 'nope.tiktoken'))
+
+
+def test_a_missing_run_is_answered_with_its_config_or_the_nearest_runs(tmp_path, monkeypatch):
+    """sample.py on a run not trained yet names the config that trains it; on a mistyped out_dir, the
+    runs here with the nearest names."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"no checkpoint at 'out-gmlp/ckpt.pt'; train it first: python train.py "
+                                         r".*configs/gmlp.py$"):
+        sample.main(['--out_dir=out-gmlp', '--device=cpu'])
+    os.makedirs('out-mine')
+    open(os.path.join('out-mine', 'ckpt.pt'), 'wb').close()
+    with pytest.raises(UsageError, match=r"no checkpoint at 'out-mien/ckpt.pt'; the runs here with the nearest "
+                                         r"names: out-mine \(--out_dir=...\)$"):
+        sample.main(['--out_dir=out-mien', '--device=cpu'])
