@@ -582,6 +582,7 @@ def transfer_tables(rs):
     config_of = {r['label']: r['config'] for r in rs}
     names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
     head = ['config', 'tokens/param', *sizes] + [f"{sizes[0]} → {s}" for s in sizes[1:]]
+    changes = range(len(sizes) + 2, len(head))  # the columns of change_marks, aligned left
     out = []
     for ref in references(rs):
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
@@ -591,13 +592,12 @@ def transfer_tables(rs):
                 got = [cell.get((name, s, at[s])) if s in at else None for s in sizes]
                 if sum(1 for r in got if r is not None and y in r) < 2:
                     continue
-                body.append([name, f"{t:.1f}"] + [r[f'vs_{ref}'] if r and y in r else '–'
-                                                  for r in got] + change_marks(got, y))
+                texts = [r[f'vs_{ref}'] if r and y in r else '–' for r in got]
+                body.append([name, f"{t:.1f}", *texts, *change_marks(got, y)])
         if body:
             out += ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by "
                         f"seed, ± 95% t interval), and what it does from {sizes[0]} to each "
-                        "larger shape", '', markdown_table(body, head, left=range(len(sizes) + 2,
-                                                                                  len(head)))]
+                        "larger shape", '', markdown_table(body, head, left=changes)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '
