@@ -1,8 +1,8 @@
 """
-Tables and plots from a results file: the sweep's summary (mean ± sd over seeds at the best lr, gaps to
-gpt and llama with 95% t intervals), the regime view (gaps across budgets), the schedule and transfer
-views (does a gap hold across schedules and shapes), scaling, and the val-loss plots of runs. Every
-figure in README.md and RESULTS.md is drawn from a committed results file through these
+Tables and plots from a results file: the sweep's summary (mean ± sd over seeds at the best lr,
+gaps to gpt and llama with 95% t intervals), the regime, schedule and transfer views (does a gap
+hold across budgets, schedules, shapes), scaling, and the val-loss plots of runs. Every figure in
+README.md and RESULTS.md is drawn from a committed results file through these
 (`python sweep.py --report --results=FILE`).
 """
 import json
@@ -10,29 +10,29 @@ import math
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 from configurator import UsageError, atomic_write
 from guards import config_from_dict, read_jsonl
 from model import MATCH_TOLERANCE, count_params
-from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, choose_lr,
-                   compute_multiplier, differing, frontier, grid_edge, groups, holds_zero, interval, key_id,
-                   mean_std, paired_gap, read_many, run_id, say_once, seeds_text, setting, spread_text,
-                   t_quantile)
+from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
+                   choose_lr, compute_multiplier, differing, frontier, grid_edge, groups,
+                   holds_zero, interval, key_id, mean_std, paired_gap, read_many, run_id, say_once,
+                   seeds_text, setting, spread_text, t_quantile)
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # -----------------------------------------------------------------------------
 # plots and tables
 
 def pyplot():
-    """matplotlib.pyplot with the Agg backend, or None (and a one-line note) when it is not installed."""
+    """matplotlib.pyplot with the Agg backend, or None (and a one-line note) without matplotlib."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plots skipped: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+        print("plots skipped: matplotlib is not installed (pip install matplotlib)",
+              file=sys.stderr)
         return None
     return plt
 
@@ -58,28 +58,34 @@ def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
     return True
 
 
-def markdown_table(rows, columns):
-    """rows: list of dicts; columns: list of (key, header, format)."""
+def markdown_table(rows, columns, left=()):
+    """rows: dicts, or lists of cells when `columns` are plain headers; columns: (key, header,
+    format) each. A missing cell is '–'; the first column and those in `left` align left."""
+    if columns and isinstance(columns[0], str):
+        rows = [dict(enumerate(r)) for r in rows]
+        columns = [(i, h, '{}') for i, h in enumerate(columns)]
     out = ['| ' + ' | '.join(h for _, h, _ in columns) + ' |',
-           '|' + '|'.join('---' if i == 0 else '---:' for i in range(len(columns))) + '|']
+           '|' + '|'.join('---' if i == 0 or key in left else '---:'
+                          for i, (key, _, _) in enumerate(columns)) + '|']
     for r in rows:
-        cells = []
-        for key, _, fmt in columns:
-            v = r.get(key)
-            cells.append('–' if v is None else fmt.format(v))
-        out.append('| ' + ' | '.join(cells) + ' |')
+        out.append('| ' + ' | '.join('–' if r.get(key) is None else fmt.format(r.get(key))
+                                     for key, _, fmt in columns) + ' |')
     return '\n'.join(out)
+
+
+def references(rs):
+    """The references (gpt, llama) that rows `rs` hold runs of."""
+    return [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
 
 
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
 
 def summary_rows(records):
-    """One row per run setting (setting(): the key less seed and lr): the best lr of its grid (marked where
-    it is the grid's edge, and which seeds chose it), the val loss there over its distinct seeds (mean ±
-    sd, n), in bits per byte, the grid's means, and the gap to each reference (gpt, llama) on the same
-    setting but the architecture, paired by seed, with its 95% interval. A second record of one seed of
-    one setting (the same run recorded from another folder) is said once and left out, never averaged."""
+    """One row per run setting (setting(): the key less seed and lr): the best lr of its grid, the
+    val loss there over its distinct seeds (mean ± sd, n; bits per byte), the grid's means, and the
+    paired gap to each reference on the same setting but the architecture. A second record of one
+    seed of one setting (the same run from another folder) is said once and never averaged."""
     cells = {}
     for r in records:
         cells.setdefault(key_id(setting(r)), []).append(r)
@@ -94,24 +100,28 @@ def summary_rows(records):
             seeds[r['seed']] = r
         if twice:
             say_once(f"{len(twice)} run(s) recorded twice under one setting (the same run from two "
-                     f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; the first is read")
+                     f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; "
+                     "the first is read")
         lr, chosen_on = choose_lr(by_lr)
         edge = grid_edge(list(by_lr), lr)
         at = [by_lr[lr][s] for s in sorted(by_lr[lr])]
-        first = at[0]
+        first, plain = at[0], setting(at[0])
         mean, std, n = mean_std([r['val_loss'] for r in at])
         bpb = [r['val_bpb'] for r in at if r.get('val_bpb') is not None]
-        how = (f"the only lr" if len(by_lr) == 1 else f"best of {len(by_lr)} on {seeds_text(chosen_on)}")
+        how = ("the only lr" if len(by_lr) == 1
+               else f"best of {len(by_lr)} on {seeds_text(chosen_on)}")
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
-            setting=cell, context=key_id(setting(first, ARCH)), regime=key_id(setting(first, ARCH + BUDGET)),
+            setting=cell, context=key_id(setting(first, ARCH)),
+            regime=key_id(setting(first, ARCH + BUDGET)),
             scaling=key_id(setting(first, ARCH + BUDGET + SHAPE)),
-            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE + CONTEXT)), data=setting(first)['data'],
-            shape_context={k: v for k, v in setting(first).items() if k in CONTEXT},
-            data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']), config=first['config'],
-            label=first['config'], size=first['size'], kind=first['budget'],
-            budget=f"{first['budget']}={first['budget_value']:g}", budget_value=first['budget_value'],
-            optimizer=first['optimizer'], schedule=first['schedule'], val_set=first.get('val_set'),
+            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE + CONTEXT)), data=plain['data'],
+            shape_context={k: v for k, v in plain.items() if k in CONTEXT},
+            data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']),
+            config=first['config'], label=first['config'], size=first['size'], kind=first['budget'],
+            budget=f"{first['budget']}={first['budget_value']:g}",
+            budget_value=first['budget_value'], optimizer=first['optimizer'],
+            schedule=first['schedule'], val_set=first.get('val_set'),
             lr=lr, edge=edge, tuned=len(by_lr) >= 3 and edge is None, chosen_on=chosen_on,
             lr_text=f"{lr:g} ({how}" + (f"; {edge} of grid: --extend_lr)" if edge else ')'),
             val=mean, std=std, n=n, seeds=sorted(by_lr[lr]), values=[r['val_loss'] for r in at],
@@ -120,7 +130,8 @@ def summary_rows(records):
             grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
             if len(means) > 1 else None,
             params=first['params'], params_text=f"{first['params']:,}",
-            tokens=mean_std([r['tokens'] for r in at])[0], flops=mean_std([r['flops'] or 0 for r in at])[0],
+            tokens=mean_std([r['tokens'] for r in at])[0],
+            flops=mean_std([r['flops'] or 0 for r in at])[0],
             train_s=mean_std([r.get('train_s') or 0 for r in at])[0],
             wall_s=mean_std([r.get('wall_s') or 0 for r in at])[0], runs=at,
             hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
@@ -128,7 +139,8 @@ def summary_rows(records):
     name_apart(rows)
     for row in rows:  # the gaps to each reference on the same setting but the architecture
         for ref in REFERENCES:
-            base = [b for b in rows if b['config'] == ref and b['context'] == row['context'] and b is not row]
+            base = [b for b in rows
+                    if b['config'] == ref and b['context'] == row['context'] and b is not row]
             gap = paired_gap(row, base[0]) if len(base) == 1 else None
             if gap is None:
                 continue
@@ -144,8 +156,8 @@ def summary_rows(records):
 
 
 def name_apart(rows):
-    """Rows that a table would show alike (config, size, budget, optimizer, schedule) but whose settings
-    differ (another recipe value, device, val set, ...) are labelled by what differs: 'gpt (device=cpu)'."""
+    """Rows a table would show alike (config, size, budget, optimizer, schedule) but whose settings
+    differ (a recipe value, device, val set...) are labelled by what differs: 'gpt (device=cpu)'."""
     for _, rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').items():
         if len(rs) > 1:
             settings = [json.loads(r['setting']) for r in rs]
@@ -157,81 +169,79 @@ def name_apart(rows):
 
 
 SUMMARY_COLUMNS = [
-    ('label', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'), ('budget', 'budget', '{}'),
-    ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'),
+    ('label', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'),
+    ('budget', 'budget', '{}'), ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'),
     ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
-    ('vs_gpt', 'vs gpt: paired gap ± 95% CI', '{}'), ('vs_llama', 'vs llama: paired gap ± 95% CI', '{}'),
-    ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'), ('time', 'train s / run s', '{}'),
-    ('grid', 'mean val loss per lr', '{}'),
+    ('vs_gpt', 'vs gpt: paired gap ± 95% CI', '{}'),
+    ('vs_llama', 'vs llama: paired gap ± 95% CI', '{}'),
+    ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
+    ('time', 'train s / run s', '{}'), ('grid', 'mean val loss per lr', '{}'),
+    ('hellaswag_pm', 'HellaSwag acc_norm, mean ± sd', '{}'),  # where the records have it
 ]
-
-
-HELLASWAG_COLUMN = ('hellaswag_pm', 'HellaSwag acc_norm, mean ± sd', '{}')  # where the records have it
-
-
 SCALING_COLUMNS = [
-    ('label', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'), ('budget', 'budget', '{}'),
-    ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'),
+    ('label', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'),
+    ('budget', 'budget', '{}'), ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'),
     ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
     ('multiplier', 'compute multiplier vs gpt', '{}'),
 ]
 
 
-def table_columns(rows, columns):
-    """The columns worth printing for these rows: none whose every cell is empty ('–'), none that repeats
-    one value in every row (the heading says it: size, optimizer, budget); and the value of each of the
-    latter as 'header value' pairs for the heading."""
-    keep, same = [], []
-    for col in columns:
-        key, header, fmt = col
+def table(rows):
+    """A markdown table of rows compared on one setting: no column whose cells are all empty; one
+    that repeats a value in every row (size, optimizer, budget) is named above the table instead."""
+    columns, same = [], []
+    for key, header, fmt in SUMMARY_COLUMNS:
         cells = {fmt.format(r[key]) if r.get(key) is not None else None for r in rows}
         if cells == {None}:
             continue
         if key in ('size', 'optimizer', 'budget') and len(cells) == 1:
             same.append(next(iter(cells)))
-            continue
-        keep.append(col)
-    return keep, same
+        else:
+            columns.append((key, header, fmt))
+    noise = eval_noise_line(rows, '')
+    return ((f"({', '.join(same)} in every row)\n\n" if same else '')
+            + markdown_table(rows, columns) + (f"\n\n{noise}" if noise else ''))
 
 
 def with_time(rows):
-    """Each row's 'train s / run s' cell: the seconds in training steps, and the run's own clock from its
-    start to its last evaluation (a branch's includes its constant-lr run's): the rest went to
-    evaluations and start-up. Records from before the run's clock was kept show training seconds alone."""
+    """Each row's 'train s / run s' cell: the seconds in training steps, and the run's own clock
+    from its start to its last evaluation (a branch's includes its constant-lr run's): the rest went
+    to evaluations and start-up. Records from before the run's clock was kept: training seconds."""
     for r in rows:
         run_s = [x['elapsed_s'] for x in r['runs'] if x.get('elapsed_s')]
-        r['time'] = (f"{r['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}" if len(run_s) == len(r['runs'])
-                     else f"{r['train_s']:.0f}")
+        r['time'] = (f"{r['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
+                     if len(run_s) == len(r['runs']) else f"{r['train_s']:.0f}")
     return rows
 
 
 def scaling_rows(rows):
-    """Per (config, size, budget) of one setting (less shape and budget): mean FLOPs and loss, and the
-    compute multiplier against gpt's frontier. A multiplier read on a stretch of gpt's frontier whose
-    ends did not both have an lr grid with the best inside is an upper bound ('≤'): a tuned gpt there
+    """Per (config, size, budget) of one setting (less shape and budget): mean FLOPs and loss, and
+    the compute multiplier against gpt's frontier. Read on a stretch of the frontier whose ends did
+    not both have an lr grid with the best inside, it is an upper bound ('≤'): a tuned gpt there
     could only be lower, and then need fewer FLOPs."""
     out = []
     for _, rs in groups(rows, 'transfer').items():
         ref = [r for r in rs if r['config'] == 'gpt']
-        front = frontier([(r['flops'], r['val']) for r in ref])
+        points = [(r['flops'], r['val']) for r in ref]
+        front = frontier(points)
         tuned = {(r['flops'], r['val']) for r in ref if r['tuned']}
         for r in rs:
-            m, why, used = (compute_multiplier([(g['flops'], g['val']) for g in ref], r['flops'], r['val'])
-                            if len(ref) >= 2 else (None, 'no gpt curve', ()))
+            m, why, used = (compute_multiplier(points, r['flops'], r['val']) if len(ref) >= 2
+                            else (None, 'no gpt curve', ()))
             on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
-            text = why if m is None else (f"{m:.2f}" if on_front or all(p in tuned for p in used) else
-                                          f"≤ {m:.2f} (gpt's lr not tuned there)")
+            text = why if m is None else (f"{m:.2f}" if on_front or all(p in tuned for p in used)
+                                          else f"≤ {m:.2f} (gpt's lr not tuned there)")
             off = r['config'] == 'gpt' and (r['flops'], r['val']) not in front
             out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
 
 
 def plot_curves(ax, xs, curves, label):
-    """A mean curve over seeds with a band of its 95% t interval (2 or more curves); a run of one
-    evaluation is a marker."""
+    """A mean curve over seeds, a band of its 95% t interval (2+ curves); one evaluation, a dot."""
     n = min(len(c) for c in curves)
     points = [interval([c[i] for c in curves]) for i in range(n)]
-    line, = ax.plot(xs[:n], [m for m, _, _ in points], marker='o' if n < 3 else None, ms=4, label=label)
+    line, = ax.plot(xs[:n], [m for m, _, _ in points], marker='o' if n < 3 else None, ms=4,
+                    label=label)
     if len(curves) > 1:
         ax.fill_between(xs[:n], [m - h for m, h, _ in points], [m + h for m, h, _ in points],
                         color=line.get_color(), alpha=0.2)
@@ -244,8 +254,8 @@ def n_text(ns):
 
 
 def plot_sweep(rows, png, title=None):
-    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, its 95% interval as a
-    band. The evaluation at step 0 (the untrained model) is left out of the curve."""
+    """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, its 95% interval
+    as a band. The evaluation at step 0 (the untrained model) is left out of the curve."""
     plt = pyplot()
     if plt is None:
         return False
@@ -256,125 +266,122 @@ def plot_sweep(rows, png, title=None):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
                         f"{row['label']} (lr {row['lr']:g}, n={row['n']})")
     suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
-    return save_png(fig, png, axes, ('tokens', 'training FLOPs'), 'val loss (mean over seeds; band: 95% CI)')
+    return save_png(fig, png, axes, ('tokens', 'training FLOPs'),
+                    'val loss (mean over seeds; band: 95% CI)')
 
 
 def plot_scaling(rows, png, title=None):
-    """Final val loss against training FLOPs (log scale), one line per architecture, ± sd over seeds."""
+    """Final val loss against training FLOPs (log scale), a line per architecture, ± sd."""
     plt = pyplot()
     if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    colors = plt.get_cmap('tab20').colors[::2] + plt.get_cmap('tab20').colors[1::2]  # 20 apart: 11 configs
+    tab20 = plt.get_cmap('tab20').colors
+    colors = tab20[::2] + tab20[1::2]  # its dark colours, then the light: 11 configs stay apart
     names = sorted({r['label'] for r in rows}, key=arch_key)
     sizes = sorted({r['size'] for r in rows}, key=lambda s: [int(v) for v in s.split('x')])
-    for (name, size), rs in sorted(groups(rows, 'label', 'size').items(), key=lambda kv: arch_key(kv[0][0])):
-        rs = sorted(rs, key=lambda r: r['flops'])  # one line per config and size: a size's budgets
+    for (name, size), rs in sorted(groups(rows, 'label', 'size').items(),
+                                   key=lambda kv: arch_key(kv[0][0])):
+        rs = sorted(rs, key=lambda r: r['flops'])  # one line per config and size: its budgets
+        i = sizes.index(size)
         ax.errorbar([r['flops'] for r in rs], [r['val'] for r in rs], yerr=[r['std'] for r in rs],
-                    marker='osD^v<>'[sizes.index(size) % 7], capsize=3, color=colors[names.index(name) % len(colors)],
-                    linestyle='-:--'[sizes.index(size) % 3] if len(sizes) > 1 else '-',
-                    label=name + (f" {size}" if len(sizes) > 1 else ''), linewidth=2.5 if name == 'gpt' else 1.2)
+                    color=colors[names.index(name) % len(colors)], capsize=3,
+                    marker='osD^v<>'[i % 7], linestyle='-:--'[i % 3] if len(sizes) > 1 else '-',
+                    label=name + (f" {size}" if len(sizes) > 1 else ''),
+                    linewidth=2.5 if name == 'gpt' else 1.2)
     ax.set_xscale('log')
-    suptitle(fig, f"{title or 'final val loss against training FLOPs'} ({n_text([r['n'] for r in rows])}; bars: sd)")
-    return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'], 'final val loss')
+    suptitle(fig, f"{title or 'final val loss against training FLOPs'} "
+                  f"({n_text([r['n'] for r in rows])}; bars: sd)")
+    return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'],
+                    'final val loss')
 
 
 # -----------------------------------------------------------------------------
 # the regime view: gaps across budgets
 
 def regime_groups(rows):
-    """{setting less architecture and budget: rows} for every such setting trained at 2 or more budgets:
-    the budgets along which a ranking can hold or not."""
+    """{setting less architecture and budget: rows} for every such setting trained at 2 or more
+    budgets: the budgets along which a ranking can hold or not."""
     out = groups(rows, 'regime')
     return {k: rs for k, rs in out.items() if len({r['budget_value'] for r in rs}) > 1}
 
 
 def tokens_per_param(rs):
-    """{budget_value: training tokens per gpt parameter there} (each config's own count is within 1%)."""
+    """{budget_value: training tokens per gpt parameter there} (each config's own is within 1%)."""
     params = next((r['params'] for r in rs if r['config'] == 'gpt'), rs[0]['params'])
-    return {v: mean_std([r['tokens'] for r in g])[0] / params for (v,), g in groups(rs, 'budget_value').items()}
+    return {v: mean_std([r['tokens'] for r in g])[0] / params
+            for (v,), g in groups(rs, 'budget_value').items()}
 
 
 def eval_noise_line(rs, suffix):
     """A line under a gap table: the largest val-sample standard error of its gaps, where known."""
     ses = [r[f'eval_se{suffix}'] for r in rs if r.get(f'eval_se{suffix}') is not None]
-    return ([f"Val-sample noise of these gaps (their s.e. over the val batches; one val set scores every "
-             f"run, so it is shared by the seeds and not in the intervals): at most {max(ses):.4f}."]
-            if ses else [])
+    return ("Val-sample noise of these gaps (their s.e. over the val batches; one val set scores "
+            "every run, so it is shared by the seeds and not in the intervals): at most "
+            f"{max(ses):.4f}." if ses else '')
 
 
 def ends_table(rs):
-    """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a regime
-    group, paired by seed, ± 95% t interval (n), and its best lr at the largest (README's table is this
-    table, and test_docs.py checks that it is). Configs in the order of their gap to gpt at the largest."""
+    """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a
+    regime group (paired by seed, ± 95% t interval, n), and its best lr at the largest; configs in
+    the order of their val loss there. README's table, checked by test_sweep.py."""
     tpp = tokens_per_param(rs)
     lo, hi = min(tpp), max(tpp)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
-    names = sorted({r['label'] for r in rs}, key=lambda n: (
-        cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
-    head = ['config', f"best lr at {tpp[hi]:.1f}"] + [f"vs {ref} at {tpp[v]:.1f}" for ref in refs for v in (lo, hi)]
-    out = ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
+    names = sorted({r['label'] for r in rs},
+                   key=lambda n: (cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
+    refs = references(rs)
+    body = []
     for n in names:
         top = cell.get((n, hi))
-        cells = [n, f"{top['lr']:g}" + (f" ({top['edge']} of grid)" if top['edge'] else
-                                         ' (no grid: the only lr run)' if not top['grid'] else '') if top else '–']
-        for ref in refs:
-            for v in (lo, hi):
-                r = cell.get((n, v))
-                cells.append(r.get(f"vs_{ref}", '–') if r else '–')
-        out.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(out)
+        best = '–' if top is None else f"{top['lr']:g}" + (
+            f" ({top['edge']} of grid)" if top['edge'] else
+            ' (no grid: the only lr run)' if not top['grid'] else '')
+        body.append([n, best] + [cell[n, v].get(f"vs_{ref}", '–') if (n, v) in cell else '–'
+                                 for ref in refs for v in (lo, hi)])
+    return markdown_table(body, ['config', f"best lr at {tpp[hi]:.1f}"]
+                          + [f"vs {ref} at {tpp[v]:.1f}" for ref in refs for v in (lo, hi)])
 
 
 def regime_tables(rs):
-    """Markdown tables of one regime group, one per question: each config's val loss and rank at every
-    budget; its gap to each reference (paired by seed, 95% t interval) at every budget. Configs in the
-    order of the last budget."""
+    """Markdown tables of one regime group, configs in the order of the last budget: each one's val
+    loss and rank at every budget; its gap to each reference (paired by seed) at every budget."""
     tpp = tokens_per_param(rs)
     budgets = sorted(tpp)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    config_of = {r['label']: r['config'] for r in rs}
     last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
-    names = [r['label'] for r in last] + sorted({r['label'] for r in rs} - {r['label'] for r in last},
-                                                key=arch_key)
+    names = [r['label'] for r in last]
+    names += sorted({r['label'] for r in rs} - set(names), key=arch_key)
     rank = {}
     for v in budgets:
-        for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v), key=lambda r: r['val']), 1):
+        for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v),
+                                     key=lambda r: r['val']), 1):
             rank[r['label'], v] = i
-    head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
-    out = [f"Val loss (nats/byte) at each budget: rank, mean ± sd over seeds, best lr. Columns: tokens per "
-           f"parameter ({rs[0]['kind']})",
-           '', '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
-    for name in names:
-        out.append(f"| {name} | " + ' | '.join(
-            f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
-            + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
-            if (name, v) in cell else '–' for v in budgets) + ' |')
-    for ref in REFERENCES:
-        if not any(r['config'] == ref for r in rs):
-            continue
-        suffix = '' if ref == 'gpt' else f'_{ref}'
-        out += ['', f"Gap to {ref} (nats/byte; below 0: better than {ref}), paired by seed, ± its 95% t interval; "
-                    "(holds 0): the interval cannot tell the sign", '',
-                '| config | ' + ' | '.join(head) + ' |', '|---|' + '---:|' * len(budgets)]
-        for name in (n for n in names if config_of[n] != ref):
-            out.append(f"| {name} | " + ' | '.join(
-                cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–' for v in budgets) + ' |')
-        noise = eval_noise_line(rs, suffix)
-        out += [''] + noise if noise else []
+    head = ['config'] + [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
+    body = [[name] + [f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
+                      + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
+                      if (name, v) in cell else '–' for v in budgets] for name in names]
+    out = ["Val loss (nats/byte) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
+           f"tokens per parameter ({rs[0]['kind']})", '', markdown_table(body, head)]
+    config_of = {r['label']: r['config'] for r in rs}
+    for ref in references(rs):
+        body = [[name] + [cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–'
+                          for v in budgets] for name in names if config_of[name] != ref]
+        noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
+        out += ['', f"Gap to {ref} (nats/byte; below 0: better than {ref}), paired by seed, ± its "
+                    "95% t interval; (holds 0): the interval cannot tell the sign", '',
+                markdown_table(body, head)] + (['', noise] if noise else [])
     return '\n'.join(out).rstrip()
 
 
 def plot_regime(rs, png, title):
-    """Each config's gap to each reference (one panel each) against tokens per parameter (log axis, a
-    tick at every budget): one line per config through the mean paired gap, a band of its 95% t interval
-    where there are 2 or more seeds, a zero line inside the frame. With neither reference in `rs` (a
-    sweep of other configs alone), one panel of each config's val loss, its band the same interval."""
+    """Each config's gap to each reference (a panel each) against tokens per parameter (log axis, a
+    tick at every budget): the mean paired gap, a band of its 95% t interval (2 or more seeds), a
+    zero line inside the frame. With neither reference in `rs`: one panel of val loss."""
     plt = pyplot()
     if plt is None:
         return False
-    refs = [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)] or [None]
+    refs = references(rs) or [None]
     tpp = tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
     names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
@@ -406,7 +413,8 @@ def plot_regime(rs, png, title):
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
     suptitle(fig, f"{title} ({n_text([r['n'] for r in rs])}; band: 95% CI)")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
-                    'val loss (nats/byte)' if refs == [None] else 'val loss gap (nats/byte), paired by seed')
+                    'val loss (nats/byte)' if refs == [None]
+                    else 'val loss gap (nats/byte), paired by seed')
 
 
 # -----------------------------------------------------------------------------
@@ -425,35 +433,30 @@ def schedule_groups(rows):
 
 
 def schedule_tables(rs):
-    """Markdown, one table per reference: each config's val loss and gap under each schedule (each at its
-    own best lr), and what the gap does from the first schedule to each other one (holds / flips /
-    halves / doubles and the change, paired by seed: change_marks)."""
+    """Markdown: each config's val loss under each schedule (each at its own best lr); a table per
+    reference of its gap under each, and what the gap does from the first schedule to each other
+    one (change_marks, paired by seed)."""
     scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
     cell = {(r['label'], r['schedule']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
-    names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2 or more
+    names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2+
                    key=lambda n: arch_key(config_of[n]) + (n,))
     if not names:
         return ''
-    out = ['| config | ' + ' | '.join(f"{s}: best lr, val loss" for s in scheds) + ' |',
-           '|---|' + '---:|' * len(scheds)]
-    for n in names:
-        out.append(f"| {n} | " + ' | '.join(f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}" if (n, s) in cell else '–'
-                                            for s in scheds) + ' |')
-    for ref in REFERENCES:
-        if not any(r['config'] == ref for r in rs):
-            continue
+    out = [markdown_table([[n] + [f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}"
+                                  if (n, s) in cell else '–' for s in scheds] for n in names],
+                          ['config'] + [f"{s}: best lr, val loss" for s in scheds])]
+    marks = [f"{scheds[0]} → {s}" for s in scheds[1:]]
+    for ref in references(rs):
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        head = ['', '| vs ' + ref + ' | ' + ' | '.join(scheds) + ' | ' +
-                ' | '.join(f"{scheds[0]} → {s}" for s in scheds[1:]) + ' |',
-                '|---|' + '---:|' * len(scheds) + '---|' * (len(scheds) - 1)]
         body = []
         for n in (n for n in names if config_of[n] != ref):
             got = [cell.get((n, s)) for s in scheds]
-            texts = [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
-            marks = change_marks(got, y, paired=True)
-            body.append(f"| {n} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
-        out += head + body if body else []
+            body.append([n] + [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
+                        + change_marks(got, y, paired=True))
+        if body:
+            out += ['', markdown_table(body, [f"vs {ref}", *scheds, *marks],
+                                       left=range(len(scheds) + 1, 2 * len(scheds)))]
     return '\n'.join(out)
 
 
@@ -461,47 +464,54 @@ def schedule_tables(rs):
 # the transfer view: one gap at several shapes
 
 def transfer_groups(rows):
-    """{setting less architecture, budget, shape and what came with the shape (CONTEXT: corpus, batch,
-    machine): rows, each with its `shape` (the size; with the corpus folder where two shapes share a size)
-    and `shape_words` (what else its shape differs in)} for every such setting trained at 2 or more shapes."""
+    """{setting less architecture, budget, shape and what came with it (CONTEXT): rows} for every
+    such setting trained at 2 or more shapes, each row with its `shape` (the size; and the corpus
+    folder where two shapes share a size), `shape_words` (what else comes with it) and its label."""
     out = {}
     for k, rs in groups(rows, 'transfer').items():
         apart = differing([r['shape_context'] for r in rs])
-        one_each = all(len({json.dumps(r['shape_context'], sort_keys=True) for r in rs if r['size'] == size}) == 1
+        one_each = all(len({json.dumps(r['shape_context'], sort_keys=True)
+                            for r in rs if r['size'] == size}) == 1
                        for size in {r['size'] for r in rs})
-        rs = [dict(r, shape=r['size'] if one_each else f"{r['size']} ({os.path.basename(os.path.normpath(r['data_dir']))})",
+        rs = [dict(r, shape=r['size'] if one_each else f"{r['size']} ({folder_name(r)})",
                    shape_words=context_words(r, apart), label=arch_label(r, rs)) for r in rs]
         if len({r['shape'] for r in rs}) > 1:
             out[k] = rs
     return out
 
 
+def folder_name(r):
+    return os.path.basename(os.path.normpath(r['data_dir']))
+
+
 def arch_label(r, rs):
-    """r's name in a view across shapes: its config, and the architecture settings in which it differs
-    from rows of the same config in `rs` (a table's label may name a corpus or device: here those are the
-    shape's)."""
+    """r's name across shapes: its config, and the architecture settings in which it differs from
+    rows of the same config in `rs` (not a corpus or device, as a table's label may: the shape's)"""
     mine = [json.loads(x['setting']) for x in rs if x['config'] == r['config']]
     fields = [k for k in differing(mine) if k in ARCH]
     s = json.loads(r['setting'])
-    return r['config'] + (f" ({', '.join(f'{k}={s.get(k, DEFAULTS.get(k, chr(8211)))}' for k in fields)})" if fields else '')
+    shown = ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields)
+    return r['config'] + (f" ({shown})" if fields else '')
 
 
 def context_words(r, fields):
     """What a row's shape comes with, in words, for the CONTEXT `fields` in which shapes differ."""
     c = {**{f: DEFAULTS[f] for f in CONTEXT if f in DEFAULTS}, **r['shape_context']}
-    words = [os.path.basename(os.path.normpath(r['data_dir'])) if 'data' in fields else None,
-             f"batch {c['batch_size']} x {c['block_size']}" if {'batch_size', 'block_size'} & set(fields) else None,
+    words = [folder_name(r) if 'data' in fields else None,
+             f"batch {c['batch_size']} x {c['block_size']}"
+             if {'batch_size', 'block_size'} & set(fields) else None,
              f"{c['device']} {c['dtype']}" if {'device', 'dtype'} & set(fields) else None]
-    words += [f"{f}={c[f]}" for f in fields if f in c and f not in ('data', 'batch_size', 'block_size', 'device', 'dtype')]
+    words += [f"{f}={c[f]}" for f in fields
+              if f in c and f not in ('data', 'batch_size', 'block_size', 'device', 'dtype')]
     return ', '.join(w for w in words if w)
 
 
 def contrast(a, b, y, ka, kb, paired):
-    """(mean, half-width of its 95% interval or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a and b.
-    `paired` (two settings run on the same seeds: the same init and batches, as under two schedules):
-    from the per-seed contrasts over the seeds both have, t with n - 1 degrees of freedom. Otherwise (two
-    shapes: their seeds are unrelated runs): Welch's interval from each side's mean and spread. None for
-    the half-width where a side has one seed (or, paired, fewer than 2 seeds in common)."""
+    """(mean, half-width of its 95% interval or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a
+    and b. `paired` (run on the same seeds: the same init and batches, as under two schedules): a t
+    interval over the per-seed contrasts of the seeds both have. Otherwise (two shapes: unrelated
+    runs): Welch's interval from each side's mean and spread. No half-width where a side has one
+    seed (or, paired, fewer than 2 seeds in common)."""
     ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
     if paired:
         common = sorted(set(ga) & set(gb))
@@ -515,22 +525,24 @@ def contrast(a, b, y, ka, kb, paired):
               kb * kb * mean_std(list(gb.values()))[1] ** 2 / len(gb))
     if va + vb == 0:
         return mean, 0.0
-    df = (va + vb) ** 2 / ((va * va / (len(ga) - 1) if va else 0) + (vb * vb / (len(gb) - 1) if vb else 0))
+    df = (va + vb) ** 2 / ((va * va / (len(ga) - 1) if va else 0)
+                           + (vb * vb / (len(gb) - 1) if vb else 0))
     return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
 
 
 def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows, or None where there is none) to each later one:
-    transfer_mark's word and the change (later gap - first, ± its 95% interval: contrast()), '–' where
-    either has no such gap. A word is '(unresolved)' unless both gaps' intervals tell their signs and, for
-    'halves' and 'doubles', the interval of the ratio's test excludes 0 (2 * later - first for halves,
-    later - 2 * first for doubles): a doubling seen in the means alone is not called one."""
+    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (the
+    signs differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and
+    the change (later - first, ± its 95% interval: contrast()); '–' where either has none. A word
+    is '(unresolved)' unless both intervals tell their signs and, for 'halves' ('doubles'), that of
+    2 * later - first (later - 2 * first) excludes 0: a doubling in the means alone is not one."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
             out.append('–')
             continue
-        word = transfer_mark(a[y], b[y])
+        word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
+                else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
         resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
         if resolved and word in ('halves', 'doubles'):
             resolved = not holds_zero(*(contrast(a, b, y, 1, 2, paired) if word == 'halves' else
@@ -541,20 +553,10 @@ def change_marks(cells, y, paired=False):
     return out
 
 
-def transfer_mark(a, b):
-    """How gap `b` (a larger shape) relates to gap `a`: 'flips' (the means' signs differ), 'halves' (|b| <
-    |a| / 2), 'doubles' (|b| > 2 |a|), else 'holds'."""
-    if a * b < 0:
-        return 'flips'
-    if abs(b) < abs(a) / 2:
-        return 'halves'
-    return 'doubles' if abs(b) > 2 * abs(a) else 'holds'
-
-
 def matched_budgets(rs, tolerance=1.25):
-    """[(tokens per parameter, {size: budget_value})]: at each budget of the smallest shape, the budget of
-    each other shape at the nearest tokens per parameter within a factor `tolerance`; only points that
-    2 or more shapes share."""
+    """([(tokens per parameter, {size: budget_value})], the sizes smallest first): at each budget of
+    the smallest shape, each other shape's budget at the nearest tokens per parameter within a
+    factor `tolerance`; only points that 2 or more shapes share."""
     by_size = {shape: tokens_per_param(g) for (shape,), g in groups(rs, 'shape').items()}
     sizes = sorted(by_size, key=lambda s: (min(r['params'] for r in rs if r['shape'] == s), s))
     out = []
@@ -570,44 +572,42 @@ def matched_budgets(rs, tolerance=1.25):
 
 
 def transfer_tables(rs):
-    """Markdown, one table per reference: each config's gap at each shape at matching tokens per parameter
-    (paired by seed, ± 95% t interval), and how it changes from the smallest shape to each larger one:
-    flips / halves / doubles / holds and the change with Welch's interval (change_marks)."""
+    """Markdown, a table per reference: each config's gap at each shape at matching tokens per
+    parameter (paired by seed, ± 95% t interval), and what it does from the smallest shape to each
+    larger one (change_marks, Welch's interval)."""
     points, sizes = matched_budgets(rs)
     if not points:
         return ''
     cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
     names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
+    head = ['config', 'tokens/param', *sizes] + [f"{sizes[0]} → {s}" for s in sizes[1:]]
+    changes = range(len(sizes) + 2, len(head))  # the columns of change_marks, aligned left
     out = []
-    for ref in REFERENCES:
-        if not any(r['config'] == ref for r in rs):
-            continue
+    for ref in references(rs):
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        head = ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by seed, ± 95% t "
-                    f"interval), and what it does from {sizes[0]} to each larger shape", '',
-                '| config | tokens/param | ' + ' | '.join(sizes) + ' | ' +
-                ' | '.join(f"{sizes[0]} → {s}" for s in sizes[1:]) + ' |',
-                '|---|---:|' + '---:|' * len(sizes) + '---|' * (len(sizes) - 1)]
         body = []
         for name in (n for n in names if config_of[n] != ref):
             for t, at in points:
-                got = {s: cell.get((name, s, v)) for s, v in at.items()}
-                if sum(1 for r in got.values() if r is not None and y in r) < 2:
+                got = [cell.get((name, s, at[s])) if s in at else None for s in sizes]
+                if sum(1 for r in got if r is not None and y in r) < 2:
                     continue
-                texts = [got[s][f'vs_{ref}'] if got.get(s) is not None and y in got[s] else '–' for s in sizes]
-                marks = change_marks([got.get(s) for s in sizes], y)
-                body.append(f"| {name} | {t:.1f} | " + ' | '.join(texts) + ' | ' + ' | '.join(marks) + ' |')
-        out += head + body if body else []
+                texts = [r[f'vs_{ref}'] if r and y in r else '–' for r in got]
+                body.append([name, f"{t:.1f}", *texts, *change_marks(got, y)])
+        if body:
+            out += ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by "
+                        f"seed, ± 95% t interval), and what it does from {sizes[0]} to each "
+                        "larger shape", '', markdown_table(body, head, left=changes)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
-        out += ['', 'The shapes differ in more than size: ' + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
+        out += ['', 'The shapes differ in more than size: '
+                + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
                 + '. A change between them is the change of all of it.']
     return '\n'.join(out).strip()
 
 
 # -----------------------------------------------------------------------------
-# the report of a sweep, and the runs of out_dirs
+# the runs of out_dirs, and the report of a sweep
 
 def read_log(run_dir):
     path = os.path.join(run_dir, 'log.jsonl')
@@ -647,13 +647,14 @@ def run_summary(run_dir):
 
 RUN_COLUMNS = [
     ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
-    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'), ('tokens', 'tokens', '{:,}'),
-    ('seconds', 'train s', '{:.0f}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
+    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'),
+    ('tokens', 'tokens', '{:,}'), ('seconds', 'train s', '{:.0f}'),
+    ('ms_per_iter', 'ms/iter', '{:.1f}'),
 ]
 
 
 def plot_runs(run_dirs, png):
-    """Val loss against tokens and against training seconds, one line per run; False without
+    """Val loss against tokens and against training seconds, a line per run; False without
     matplotlib."""
     plt = pyplot()
     if plt is None:
@@ -669,111 +670,103 @@ def plot_runs(run_dirs, png):
 
 
 def sweep_report(sweep, results_path, png, only=None):
-    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's own), one
-    table per question: for each setting trained at several budgets, the regime view (val loss and rank,
-    the gaps to gpt and to llama, at every budget) and the table at its largest budget; every other
-    setting, its table; across shapes, the transfer view and the compute multipliers."""
-    records = [r for r in read_many(results_path) if only is None or run_id(r['key']) in only]  # --results=a,b: both
+    """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's
+    own), one table per question: for each setting trained at several budgets, the regime view and
+    the table at its largest budget; every other setting, its table; the schedule and transfer
+    views; across sizes and budgets, the compute multipliers."""
+    records = [r for r in read_many(results_path)  # --results=a,b: both
+               if only is None or run_id(r['key']) in only]
     if not records:
         raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
     rows = with_time(summary_rows(records))
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
     say = (lambda *a: None) if sweep.json else print
-    plotted, skipped, headings = [], [], Headings(rows)
-    # a report on a committed results file (results/) writes nothing into the repository unless --png says
-    # where (results/NAME.png to redraw the committed plots); any other results file: its plots beside it
-    committed = not sweep.png and any(os.path.abspath(p).startswith(os.path.join(HERE, 'results', ''))
+    plotted, skipped, names, headings = [], [], set(), Headings(rows)
+    # a report on a committed results file (results/) writes nothing into the repository unless
+    # --png says where (results/NAME.png to redraw the committed plots); any other: plots beside it
+    results = os.path.join(HERE, 'results', '')
+    committed = not sweep.png and any(os.path.abspath(p).startswith(results)
                                       for p in results_path.split(','))
 
-    names = set()
-
-    def claim(name, r):
-        """`name`, or where another plot of this report has it (two corpora at one size), the same with r's
-        data folder in it, so that no plot is drawn over another."""
+    def plot(name, draw, rs, title):
+        """draw(rs, name, title); a name another plot of this report has (two corpora at one size)
+        gets the data folder's name in it, so that no plot is drawn over another."""
         if name in names:
-            name = name.replace('.png', f"-{os.path.basename(os.path.normpath(r['data_dir']))}.png")
+            name = name.replace('.png', f"-{folder_name(rs[0])}.png")
         while name in names:
             name = name.replace('.png', '-2.png')
         names.add(name)
-        return name
-
-    def draws(name):
         if committed:
             skipped.append(name)
-        return not committed
+        elif draw(rs, name, title):
+            plotted.append(name)
+
     regimes = regime_groups(rows)
     for rs in regimes.values():  # does the ranking hold as training grows?
         top = max(r['budget_value'] for r in rs)
         span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
         say(f"\n### {headings.of(rs[0], budget=span)}\n")
-        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, ± 95% t "
-            "interval:\n")
+        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, "
+            "± 95% t interval:\n")
         say(ends_table(rs) + "\n")
         say(regime_tables(rs))
         say(f"\nAt {rs[0]['kind']}={top:g}:\n")
         say(table([r for r in rs if r['budget_value'] == top]))
-        name = claim(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}-regime.png"), rs[0])
-        if draws(name) and plot_regime(rs, name, f"{headings.words(rs[0], budget=span)}: best lr of each "
-                                                 "grid at every budget"):
-            plotted.append(name)
+        plot(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}"
+                                 "-regime.png"), plot_regime, rs,
+             f"{headings.words(rs[0], budget=span)}: best lr of each grid at every budget")
     in_regime = {r['context'] for rs in regimes.values() for r in rs}
-    for (context,), rs in groups(rows, 'context').items():  # one table per setting: configs compared on it
+    for (context,), rs in groups(rows, 'context').items():  # a table per setting: configs on it
         if context in in_regime:
             continue
         say(f"\n### {headings.of(rs[0])}\n")
         say(table(rs))
-        name = claim(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+        plot(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
             '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
-                    f"{headings.suffix(rs[0])}.png"), rs[0])
-        if draws(name) and plot_sweep(rs, name, headings.words(rs[0])):
-            plotted.append(name)
-    for rs in schedule_groups(rows).values():  # does a gap seen under one schedule hold under another?
+                    f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
+    for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?
         where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
         if schedule_tables(rs):
-            say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: {where}\n")
+            say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: "
+                f"{where}\n")
             say(schedule_tables(rs))
     for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
         table_text = transfer_tables(rs)
         if table_text:
-            shapes = sorted({r['shape'] for r in rs}, key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
-            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, {rs[0]['schedule']} "
-                "schedule\n")
+            shapes = sorted({r['shape'] for r in rs},
+                            key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
+            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, "
+                f"{rs[0]['schedule']} schedule\n")
             say(table_text)
-    for (_,), rs in groups(rows, 'scaling').items():
-        if len({(r['size'], r['budget_value']) for r in rs}) > 1 and any(r['config'] == 'gpt' for r in rs):
-            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: its best "
-                "point at any size and budget)\n")
+    for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
+        points = {(r['size'], r['budget_value']) for r in rs}
+        if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
+            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: "
+                "its best point at any size and budget)\n")
             say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
-            name = claim(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}"
-                                             f"{'' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']}"
-                                             f"{headings.suffix(rs[0])}-scaling.png"), rs[0])
-            if draws(name) and plot_scaling(rs, name, f"{headings.words(rs[0], size=False, budget=False)}: "
-                                                      "final val loss against training FLOPs"):
-                plotted.append(name)
+            schedule = '' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']
+            plot(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}{schedule}"
+                                     f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
+                 f"{headings.words(rs[0], size=False, budget=False)}: final val loss against "
+                 "training FLOPs")
     if skipped:
-        what = 'are committed results files' if ',' in results_path else 'is a committed results file'
-        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, and a report "
-              f"writes nothing into the repository unless told where: --png=somewhere/name.png (or "
-              f"--png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed plots)", file=sys.stderr)
+        what = ('are committed results files' if ',' in results_path
+                else 'is a committed results file')
+        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
+              "and a report writes nothing into the repository unless told where: "
+              "--png=somewhere/name.png (or --png="
+              f"{os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed "
+              "plots)", file=sys.stderr)
     for p in plotted:
         print(f"plot: {p}", file=sys.stderr)
     return rows
 
 
-def table(rows):
-    """A markdown table of rows compared on one setting: the columns that say something (see
-    results.table_columns), those that repeat one value named above it."""
-    columns, same = table_columns(rows, SUMMARY_COLUMNS + [HELLASWAG_COLUMN])
-    noise = eval_noise_line(rows, '')
-    return ((f"({', '.join(same)} in every row)\n\n" if same else '') + markdown_table(rows, columns)
-            + (f"\n\n{noise[0]}" if noise else ''))
-
-
 class Headings:
-    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and val
-    set, and every other setting in which it differs from another table those words describe alike;
-    `suffix`: the same as part of a plot file's name."""
+    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and
+    val set, and every other setting in which it differs from another table those words describe
+    alike; `suffix`: the same as part of a plot file's name."""
 
     def __init__(self, rows):
         self.rows = {r['context']: r for r in rows}
@@ -789,14 +782,16 @@ class Headings:
     def extra(self, r, size=True, budget=True):
         """{setting: value} of r's in which it differs from another setting of the same words."""
         drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
-        alike = [{k: v for k, v in self.settings[c].items() if k not in drop} for c, x in self.rows.items()
+        alike = [{k: v for k, v in self.settings[c].items() if k not in drop}
+                 for c, x in self.rows.items()
                  if self.words(x, size, budget) == self.words(r, size, budget)]
         mine = self.settings[r['context']]
         return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
 
     def of(self, r, size=True, budget=True):
         more = ''.join(f", {k}={v}" for k, v in self.extra(r, size, budget).items())
-        return f"{self.words(r, size, budget)}{more}; val: {r['val_set'] or 'as each run evaluated'}"
+        val = r['val_set'] or 'as each run evaluated'
+        return f"{self.words(r, size, budget)}{more}; val: {val}"
 
     def suffix(self, r):
         return ''.join(f"-{k}{v}" for k, v in list(self.extra(r, False, False).items())[:2])

@@ -1,8 +1,8 @@
 """
-Results as data: the results files sweeps and the recall probe append to (one JSON record per finished
-run, checked field by field as it is read), what setting a record measured (its key less the seed and
-the lr grid), and the statistics over seeds (t intervals, paired gaps, the best lr of a setting). The
-tables and plots drawn from them are report.py's.
+Results as data: the results files sweeps and the recall probe append to (one JSON record per
+finished run, checked field by field as it is read), what setting a record measured (its key less
+the seed and the lr grid), and the statistics over seeds (t intervals, paired gaps, the best lr of a
+setting). The tables and plots drawn from them are report.py's.
 """
 import dataclasses
 import json
@@ -15,17 +15,15 @@ from configurator import UsageError, write_error
 from model import GPTConfig
 from train import TrainConfig
 
-
 try:
     import fcntl
 except ImportError:  # Windows: no flock
     fcntl = None
 
-
-# gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its own
-# variants), then the gMLP family
-ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_ez', 'swiglu', 'geglu', 'reglu',
-              'gmlp', 'amlp')
+# gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its
+# own variants), then the gMLP family
+ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_ez', 'swiglu',
+              'geglu', 'reglu', 'gmlp', 'amlp')
 
 
 def arch_key(name):
@@ -36,18 +34,16 @@ def arch_key(name):
 # -----------------------------------------------------------------------------
 # the results file: one JSON record per finished run
 
-# the fields a record of each kind has: a reader refuses a file of another kind instead of
-# misreading it
-KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer', 'data_dir', 'val_loss'),
+# the fields a record of each kind has: a reader refuses a file of another kind, never misreads it
+KINDS = {'sweep': ('config', 'seed', 'lr', 'size', 'budget', 'budget_value', 'optimizer',
+                   'data_dir', 'val_loss'),
          'probe': ('config', 'width', 'T', 'N', 'lr', 'acc', 'steps_run')}
+SAID = set()  # notes already printed by this process: a file read three times says its notes once
 
 
 def key_id(key):
     """A record key as one string, the same for equal keys: what says two records are one run."""
     return json.dumps(key, sort_keys=True)
-
-
-SAID = set()  # notes already printed by this process: a file read three times says its notes once
 
 
 def say_once(note):
@@ -68,17 +64,17 @@ FIELD_CHECKS = {
               'budget': lambda v: isinstance(v, str), 'budget_value': finite,
               'optimizer': lambda v: isinstance(v, str), 'data_dir': lambda v: isinstance(v, str),
               'val_loss': finite, 'params': lambda v: finite(v) and v > 0, 'tokens': finite,
-              'flops': lambda v: v is None or finite(v), 'train_s': lambda v: v is None or finite(v),
-              'val_bpb': lambda v: v is None or finite(v),
+              **dict.fromkeys(('flops', 'train_s', 'val_bpb'), lambda v: v is None or finite(v)),
               'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
               'curve': lambda v: isinstance(v, list) and all(
-                  isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4]) for p in v)},
+                  isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4])
+                  for p in v)},
     'probe': {'key': lambda v: isinstance(v, dict), 'acc': finite, 'lr': finite},
 }
 
 
 def bad_field(r, kind):
-    """The first field of record `r` a report could not read (missing, or of the wrong type), else None."""
+    """The first field of record `r` a report could not read (missing, or of the wrong type)."""
     for name, ok in FIELD_CHECKS[kind].items():
         if name in KINDS[kind] or name in ('key', 'params', 'tokens', 'curve') and kind == 'sweep':
             if name not in r or not ok(r[name]):
@@ -89,15 +85,16 @@ def bad_field(r, kind):
 
 
 def parse_record(line, kind):
-    """(the record a line holds, or None; what it lacks). A line that is a cut-short record glued to a
-    whole one (appends before cut-short lines were set aside) gives the whole one."""
+    """(the record a line holds, or None; what it lacks). A cut-short record glued to a whole one
+    (appends before cut-short lines were set aside) gives the whole one."""
     starts = [0] + [i for i in range(1, len(line)) if line.startswith(b'{"kind": ', i)]
     for start in starts:
         try:
             r = json.loads(line[start:].decode('utf-8'))
         except ValueError:  # also UnicodeDecodeError
             continue
-        missing = [k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict) else ['key']
+        missing = ([k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict)
+                   else ['key'])
         if not missing and r.get('kind', kind) == kind:
             return r, start
         return None, (f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r
@@ -118,16 +115,15 @@ def read_many(paths, kind='sweep'):
 
 
 def read_results(path, kind='sweep'):
-    """The records of a results file (JSON lines, one finished run each) of `kind` ('sweep' or
-    'probe'); no file: none. Said once on stderr and skipped: a last line cut short by a killed writer
-    (the next append sets it aside), the cut-short part of a record glued to it, and a second record of
-    a run already recorded (the first is kept). Any other line that is not such a record is a
-    UsageError naming it (a probe file given to sweep.py --report, a file that is not a results file)."""
+    """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once on
+    stderr and skipped: a last line cut short by a killed writer (the next append sets it aside),
+    the cut-short part of a record glued to a whole one, a second record of a run (the first is
+    kept). Any other line that is not such a record is a UsageError naming it."""
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
     if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
-        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results names a "
-                         "results file (JSON lines)")
+        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results "
+                         "names a results file (JSON lines)")
     try:
         with open(path, 'rb') as f:
             lines = f.read().splitlines(keepends=True)
@@ -141,12 +137,12 @@ def read_results(path, kind='sweep'):
             continue
         r, why = parse_record(line.rstrip(b'\r\n'), kind)
         if r is None and n == len(lines) and not line.endswith(b'\n'):
-            say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next record "
-                     f"appended moves it to {path}.partial")
+            say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next "
+                     f"record appended moves it to {path}.partial")
             continue
         if r is None:
-            raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a results "
-                             f"file {kind}.py wrote, or delete that line")
+            raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a "
+                             f"results file {kind}.py wrote, or delete that line")
         if why:
             say_once(f"{path} line {n} starts with {why} bytes of a record cut short, then a whole "
                      "record: the whole one is read")
@@ -156,10 +152,12 @@ def read_results(path, kind='sweep'):
                      f"({json.dumps(r.get(field))[:40]}): the record is skipped")
             continue
         r.setdefault('schedule', 'cosine')  # records from before lr_schedule existed
-        if kind == 'sweep' and 'eval_seed' not in r['key']:  # from before one val set: each run's seed drew
-            r['key']['eval_seed'] = -1                      # its val batches (eval_seed=-1 today)
-            r.setdefault('val_set', f"{r['key'].get('eval_iters', '?')} x {r.get('batch_size', '?')} x "
-                                    f"{r.get('block_size', '?')} tokens of val, each run's own seed")
+        if kind == 'sweep' and 'eval_seed' not in r['key']:
+            # from before one val set: each run's seed drew its val batches (eval_seed=-1 today)
+            r['key']['eval_seed'] = -1
+            r.setdefault('val_set', f"{r['key'].get('eval_iters', '?')} x "
+                                    f"{r.get('batch_size', '?')} x {r.get('block_size', '?')} "
+                                    "tokens of val, each run's own seed")
         k = key_id(r['key'])
         if k in seen:
             twice.append(f"{n} (as line {seen[k]})")
@@ -178,32 +176,32 @@ def check_writable(path):
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"cannot create {folder!r} for the results file ({e.strerror}); pass --results=...") from None
+        raise UsageError(f"cannot create {folder!r} for the results file ({e.strerror}); "
+                         "pass --results=...") from None
     why = 'a folder' if os.path.isdir(path) else 'no permission'
     if os.path.isdir(path) or not os.access(path if os.path.exists(path) else folder, os.W_OK):
-        raise UsageError(f"cannot write the results file {path!r} ({why}); pass --results=a/file.jsonl you can write")
+        raise UsageError(f"cannot write the results file {path!r} ({why}); "
+                         "pass --results=a/file.jsonl you can write")
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
     """One line per finished run, in one write under a lock on the file (a line is whole even when
-    two sweeps, or a sweep and a probe, append to the same file), fsynced: an interrupted sweep keeps
-    every finished run. A cut-short last line left by a killed writer is first moved to
-    `path`.partial, with a note. `kept`: where the run's own output stays when the results file
-    cannot be written (one line, not a traceback)."""
-    data = (json.dumps(record) + '\n').encode()
+    two sweeps, or a sweep and a probe, append to one file), fsynced: an interrupted sweep keeps
+    every finished run. `kept`: where the run's own output stays when the file cannot be written."""
     with lock:
         try:
-            note = locked_append(path, data, aside=f"{path}.partial")
+            note = locked_append(path, (json.dumps(record) + '\n').encode(), f"{path}.partial")
         except OSError as e:
-            raise write_error(path, e, f"{kept} is kept; rerun the same command to record it") from None
+            raise write_error(path, e, f"{kept} is kept; rerun the same command to record it"
+                              ) from None
     if note:
         print(f"note: {note}", file=sys.stderr)
 
 
-def locked_append(path, data, *, aside):
-    """Append the bytes `data` (whole lines) to `path` under an exclusive flock, in one write, fsynced.
-    A file that does not end in a newline (a writer killed mid-line) first has its cut-short last
-    line moved to the file `aside`, and the note saying so is returned (else None)."""
+def locked_append(path, data, aside):
+    """Append `data` (whole lines) under an exclusive flock, in one write, fsynced. A file that does
+    not end in a newline (a writer killed mid-line) first has its cut-short last line moved to
+    `aside`, and the note saying so is returned (else None)."""
     note = None
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -211,22 +209,14 @@ def locked_append(path, data, *, aside):
             fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b'\n':
-            start = size
-            while start > 0:  # back to the last newline, 64 KiB at a time
-                chunk = os.pread(fd, min(65536, start), max(0, start - 65536))
-                nl = chunk.rfind(b'\n')
-                if nl >= 0:
-                    start = start - len(chunk) + nl + 1
-                    break
-                start -= len(chunk)
-            partial = os.pread(fd, size - start, start)
+            start = os.pread(fd, size, 0).rfind(b'\n') + 1  # where the cut-short line begins
             with open(aside, 'ab') as f:
-                f.write(partial + b'\n')
+                f.write(os.pread(fd, size - start, start) + b'\n')
                 f.flush()
                 os.fsync(f.fileno())
             os.ftruncate(fd, start)
-            note = (f"{path} ended in a line cut short ({size - start} bytes, a writer killed mid-line): "
-                    f"moved to {aside}")
+            note = (f"{path} ended in a line cut short ({size - start} bytes, a writer killed "
+                    f"mid-line): moved to {aside}")
         os.write(fd, data)
         os.fsync(fd)
     finally:
@@ -238,6 +228,7 @@ def locked_append(path, data, *, aside):
 # statistics over seeds: t intervals, paired gaps
 
 CONFIDENCE = 0.95  # every interval the reports print
+REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today's
 
 
 def mean_std(values):
@@ -248,11 +239,12 @@ def mean_std(values):
 
 
 def betainc(a, b, x):
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Numerical Recipes
-    sec. 6.4, modified Lentz), from the side where it converges fast."""
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Numerical
+    Recipes sec. 6.4, modified Lentz), from the side where it converges fast."""
     if x <= 0 or x >= 1:
         return 0.0 if x <= 0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
     if x > (a + 1) / (a + b + 2):
         return 1.0 - betainc(b, a, 1 - x)
     tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
@@ -273,8 +265,8 @@ def betainc(a, b, x):
 
 def t_quantile(p, df):
     """The p-quantile (p > 0.5) of Student's t with df degrees of freedom: the t with
-    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 = p, found by bisection. t_quantile(0.975, 1) = 12.706,
-    (0.975, 2) = 4.303, and towards 1.960 as df grows."""
+    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 = p, found by bisection.
+    t_quantile(0.975, 1) = 12.706, (0.975, 2) = 4.303, and towards 1.960 as df grows."""
     lo, hi = 0.0, 1.0
     while 1 - betainc(df / 2, 0.5, df / (df + hi * hi)) / 2 < p:
         hi *= 2
@@ -285,8 +277,8 @@ def t_quantile(p, df):
 
 
 def interval(values, confidence=CONFIDENCE):
-    """(mean, half-width of its t interval with n - 1 degrees of freedom, n); the half-width is None
-    for one value: a spread needs two."""
+    """(mean, half-width of its t interval with n - 1 degrees of freedom, n); no width (None) for
+    one value."""
     mean, sd, n = mean_std(values)
     if n < 2:
         return mean, None, n
@@ -299,10 +291,11 @@ def holds_zero(mean, half):
 
 
 def gap_text(mean, half, n, digits=4):
-    """'-0.0512 ± 0.0210 (n=3)', '… (holds 0)' when the interval does, '+0.0100 (n=1)' for one seed."""
+    """'-0.0512 ± 0.0210 (n=3)', '… (holds 0)' when the interval does, '+0.0100 (n=1)'."""
     if half is None:
         return f"{mean:+.{digits}f} (n={n})"
-    return f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})" + (' (holds 0)' if holds_zero(mean, half) else '')
+    return (f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})"
+            + (' (holds 0)' if holds_zero(mean, half) else ''))
 
 
 def spread_text(mean, std, n):
@@ -310,16 +303,31 @@ def spread_text(mean, std, n):
     return f"{mean:.4f} (n=1)" if n < 2 else f"{mean:.4f} ± {std:.4f} (n={n})"
 
 
-def groups(records, *fields):
-    out = {}
-    for r in records:
-        out.setdefault(tuple(r[f] for f in fields), []).append(r)
-    return out
+def paired_gap(row, base):
+    """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the
+    same order, and are scored on the same val batches): {gap, half: the half-width of its 95% t
+    interval (None for one pair), n, text, by_seed: {seed: its gap}, eval_se: the val sample's own
+    standard error of the gap, from the per-batch val losses where the records hold them (a fixed
+    val set's noise is shared by every seed, so the seeds' spread does not show it)}."""
+    theirs = {r['seed']: r for r in base['runs']}
+    pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
+    if not pairs:
+        return None
+    by_seed = {a['seed']: a['val_loss'] - b['val_loss'] for a, b in pairs}
+    gap, half, n = interval(list(by_seed.values()))
+    eval_se = None
+    batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
+    k = len(batches[0][0]) if batches[0][0] else 0
+    if k > 1 and all(x and y and len(x) == len(y) == k for x, y in batches):
+        per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
+        eval_se = mean_std(per_batch)[1] / math.sqrt(k)
+    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), by_seed=by_seed,
+                eval_se=eval_se)
 
 
 def frontier(points):
-    """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that many
-    FLOPs. A larger run that ends worse than a smaller one (an lr too high at its size) is left out."""
+    """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that
+    many FLOPs (a larger run that ends worse than a smaller one, its lr too high, is not)."""
     out = []
     for f, l in sorted(points):
         if not out or l < out[-1][1]:
@@ -328,12 +336,10 @@ def frontier(points):
 
 
 def compute_multiplier(reference, flops, loss):
-    """
-    Primer's compute multiplier: the training FLOPs the reference (gpt) needs to reach `loss`, over
-    `flops`, interpolated linearly in log-FLOPs on the reference's frontier (its (FLOPs, loss) points
-    that no cheaper point beats). Returns (multiplier, None), or (None, why) when `loss` lies outside
-    the frontier's range: no extrapolation. Also the two frontier points it read between.
-    """
+    """Primer's compute multiplier (arXiv:2109.08668): the training FLOPs the reference (gpt) needs
+    to reach `loss`, over `flops`, interpolated linearly in log-FLOPs on the reference's frontier.
+    (multiplier, None, the two frontier points read between), or (None, why, ()) when `loss` lies
+    outside the frontier's range: no extrapolation."""
     pts = frontier(reference)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
         if l1 <= loss <= l0:
@@ -347,47 +353,37 @@ def compute_multiplier(reference, flops, loss):
 # -----------------------------------------------------------------------------
 # what a record measured: its run setting, and the settings a gap, a regime and a transfer compare
 
-# settings whose arrival changed what a run measures: always in a key, so that a record written before
-# them (its val batches drawn from the run's seed) never matches a run today
+# settings whose arrival changed what a run measures: always in a key, so that a record written
+# before them (its val batches drawn from the run's seed) never matches a run today
 ALWAYS = ('eval_seed',)
-
-
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-
-
-def run_id(key):
-    """A run's key as the string records are matched by: settings at train.py's default value are left
-    out (but ALWAYS), so a key written before a setting existed matches the same run today, while a
-    changed default (written out in the older key) does not."""
-    return key_id({k: v for k, v in key.items() if k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v})
-
-
-GRID = ('learning_rate', 'min_lr', 'lr')  # a row's lr grid (min_lr's fraction of the lr stays a setting; 'lr': older keys)
-
-
-NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')  # a row's seeds; a folder's path (the data is named by
-
-
-#                                       its fingerprint, 'data'); when the evaluations ran, not what they scored
+GRID = ('learning_rate', 'min_lr', 'lr')  # a row's lr grid (min_lr / lr stays a setting; 'lr': old)
+# a row's seeds; a folder's path (the data is named by its fingerprint, 'data'); when evaluations
+# ran, not what they scored
+NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')
 SHAPE = ('n_layer', 'n_head', 'n_embd')
-
-
-BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds', 'warmup_iters')
-
-
-CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype', 'compile',
-           'eval_iters', 'eval_seed', 'threads')  # what a second shape may also change: its corpus, batch, machine
-
-
+BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds',
+          'warmup_iters')
+# what a second shape may also change: its corpus, batch, machine
+CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype',
+           'compile', 'eval_iters', 'eval_seed', 'threads')
 ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
                     if f.name not in (*SHAPE, 'block_size', 'vocab_size', 'dropout')))
 
 
+def run_id(key):
+    """A run's key as the string records are matched by: settings at train.py's default value are
+    left out (but ALWAYS), so a key written before a setting existed matches the same run today,
+    while a changed default (written out in the older key) does not."""
+    return key_id({k: v for k, v in key.items()
+                   if k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v})
+
+
 def setting(r, drop=()):
-    """A record's run setting: its key as run_id reads it, less the seed, the lr grid, a data folder's path
-    and when evaluations ran, less `drop` (ARCH: what two configs compared on one setting differ in;
-    BUDGET: what a regime view spans; SHAPE: what a transfer view spans). Records of one setting differ
-    in seed and lr alone: a table row is one setting's best lr over its distinct seeds."""
+    """A record's run setting: its key as run_id reads it, less NOT_MEASURED and the lr grid, less
+    `drop` (ARCH: what two configs compared on one setting differ in; BUDGET: what a regime view
+    spans; SHAPE: what a transfer view spans). Records of one setting differ in seed and lr alone: a
+    table row is one setting's best lr over its distinct seeds."""
     key = json.loads(run_id(r['key']))
     if key.get('data') is None:  # written before the data's fingerprint was: its folder names it
         key['data'] = r.get('data_dir')
@@ -403,13 +399,20 @@ def differing(settings):
     return [k for k in fields if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
 
 
+def groups(records, *fields):
+    out = {}
+    for r in records:
+        out.setdefault(tuple(r[f] for f in fields), []).append(r)
+    return out
+
+
 # -----------------------------------------------------------------------------
-# the best learning rate of a setting, and the gaps to gpt and llama
+# the best learning rate of a setting
 
 def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
-    """{config: the lr whose seeds have the best mean final val loss}, tuned where the grid ran: AdamW,
-    the `schedule`, at the iteration budget `budget` (None: any), at `size` where the results hold runs
-    there, else at the size with the most runs of that config."""
+    """{config: its best lr}, tuned where the grid ran: AdamW, the `schedule`, at the iteration
+    budget `budget` (None: any), at `size` where the results hold runs there, else at the
+    size with the most runs of that config."""
     records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw'
                and r.get('schedule', 'cosine') == schedule and budget in (None, r['budget_value'])]
     sizes = {}
@@ -424,9 +427,9 @@ def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
 
 
 def choose_lr(by_lr):
-    """(the lr of {lr: {seed: record}} with the best mean final val loss, the seeds it was compared on):
-    the seeds every grid point has, so that a grid tuned on seed 1 and replicated at its best does not let
-    a 1-seed mean beat a 3-seed one (none in common: each lr's own seeds)."""
+    """(the lr of {lr: {seed: record}} with the best mean final val loss, the seeds compared on):
+    the seeds every grid point has, so that a grid tuned on seed 1 and replicated at its best does
+    not let a 1-seed mean beat a 3-seed one (none in common: each lr's own seeds)."""
     common = set.intersection(*(set(seeds) for seeds in by_lr.values()))
     best = min(by_lr, key=lambda lr: mean_std([r['val_loss'] for s, r in by_lr[lr].items()
                                                if s in common or not common])[0])
@@ -434,8 +437,7 @@ def choose_lr(by_lr):
 
 
 def best_lr(records):
-    """The grid point of `records` (one setting, several lrs) with the best mean final val loss, compared on
-    the seeds every grid point has."""
+    """The lr of `records` (one setting, several lrs) that choose_lr picks."""
     by_lr = {}
     for r in records:
         by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r)
@@ -443,7 +445,7 @@ def best_lr(records):
 
 
 def grid_edge(lrs, best):
-    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more, else None."""
+    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more."""
     if len(lrs) < 2:
         return None
     return 'top' if best == max(lrs) else 'bottom' if best == min(lrs) else None
@@ -456,27 +458,3 @@ def seeds_text(seeds):
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"seeds {seeds[0]}-{seeds[-1]}"
     return "seeds " + ', '.join(map(str, seeds))
-
-
-REFERENCES = ('gpt', 'llama')  # the seeds' baseline (the GPT-2 block) and today's
-
-
-def paired_gap(row, base):
-    """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the same
-    order, and are scored on the same val batches): {gap, half: the half-width of its 95% t interval
-    (None for one pair), n, text, by_seed: {seed: its gap}, eval_se: the val sample's own standard error
-    of the gap, from the per-batch val losses where the records hold them (a fixed val set's noise is
-    shared by every seed, so the seeds' spread does not show it)}."""
-    theirs = {r['seed']: r for r in base['runs']}
-    pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
-    if not pairs:
-        return None
-    by_seed = {a['seed']: a['val_loss'] - b['val_loss'] for a, b in pairs}
-    gap, half, n = interval(list(by_seed.values()))
-    eval_se = None
-    batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
-    if all(x and y and len(x) == len(y) == len(batches[0][0]) for x, y in batches) and len(batches[0][0]) > 1:
-        k = len(batches[0][0])
-        per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
-        eval_se = mean_std(per_batch)[1] / math.sqrt(k)
-    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), by_seed=by_seed, eval_se=eval_se)
