@@ -11,12 +11,12 @@ import os
 import sys
 
 from configurator import UsageError, atomic_write
-from guards import config_from_dict, read_jsonl
+from guards import config_from_dict
 from model import MATCH_TOLERANCE, count_params
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
                    choose_lr, compute_multiplier, differing, frontier, grid_edge, groups,
-                   holds_zero, interval, key_id, mean_std, paired_gap, read_many, run_id, say_once,
-                   seeds_text, setting, spread_text, t_quantile)
+                   holds_zero, interval, key_id, mean_std, paired_gap, read_config, read_log,
+                   read_many, run_id, say_once, seeds_text, setting, spread_text, t_quantile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -608,26 +608,6 @@ def transfer_tables(rs):
 
 # -----------------------------------------------------------------------------
 # the runs of out_dirs, and the report of a sweep
-
-def read_log(run_dir):
-    path = os.path.join(run_dir, 'log.jsonl')
-    if not os.path.isfile(path):
-        raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
-    return read_jsonl(path)
-
-
-def read_config(run_dir):
-    """A run's config.json as a dict, or a one-line UsageError naming what is wrong with it."""
-    path = os.path.join(run_dir, 'config.json')
-    try:
-        with open(path, encoding='utf-8') as f:
-            config = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished "
-                         "train.py out_dir?") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
-    return config
 
 
 def run_summary(run_dir):

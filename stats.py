@@ -8,11 +8,17 @@ import dataclasses
 import json
 import math
 import os
+import platform
 import sys
 import threading
+import time
+
+import torch
 
 from configurator import UsageError, write_error
-from model import GPTConfig
+from dataset import describe_data, read_meta
+from guards import config_from_dict, read_jsonl
+from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
 try:
@@ -458,3 +464,52 @@ def seeds_text(seeds):
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"seeds {seeds[0]}-{seeds[-1]}"
     return "seeds " + ', '.join(map(str, seeds))
+
+
+# -----------------------------------------------------------------------------
+# a sweep's record of a run, from the run's folder
+
+def read_log(run_dir):
+    path = os.path.join(run_dir, 'log.jsonl')
+    if not os.path.isfile(path):
+        raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
+    return read_jsonl(path)
+
+
+def read_config(run_dir):
+    """A run's config.json as a dict, or a one-line UsageError naming what is wrong with it."""
+    path = os.path.join(run_dir, 'config.json')
+    try:
+        with open(path, encoding='utf-8') as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); is {run_dir!r} a finished "
+                         "train.py out_dir?") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} holds a JSON {type(config).__name__}, not a train.py config")
+    return config
+
+
+def record_of(plan, wall_s, branched=None):
+    """The results-file record of a finished run, from its log.jsonl and config.json: its last
+    evaluation is the one at the checkpoint's iteration, or it is not a finished run."""
+    rows = read_log(plan.run_dir)
+    evals = [r for r in rows if 'val_loss' in r]
+    last, cfg = rows[-1], read_config(plan.run_dir)
+    model = config_from_dict(cfg)
+    try:  # what it trained on, in a few words
+        corpus = describe_data(read_meta(cfg['data_dir']), cfg['data_dir'])
+    except UsageError:  # meta.json unreadable
+        corpus = f"? in {cfg['data_dir']}"
+    return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
+        val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
+        val_bpb=evals[-1].get('val_bpb'), val_se=evals[-1].get('val_se'),
+        val_batches=evals[-1].get('val_batches'), corpus=corpus,
+        train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'],
+        flops=last.get('flops'), train_s=last.get('train_s'), elapsed_s=last.get('elapsed_s'),
+        wall_s=wall_s, params=count_params(model), flops_per_token=count_flops(model),
+        n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
+        curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
+               for r in evals],
+        command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
+        machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}

@@ -31,18 +31,15 @@ import dataclasses
 import hashlib
 import json
 import math
-import platform
 import runpy
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-
-import torch
 
 try:
     import fcntl
@@ -51,20 +48,19 @@ except ImportError:  # Windows: no flock, so no claims (one sweep per results fi
 
 from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder,
                           numbers, parse_config, require, run_main, split_flags)
-from dataset import describe_data, fingerprint, open_dataset, read_meta
-from guards import config_from_dict, peek, resolve_device
+from dataset import fingerprint, open_dataset, read_meta
+from guards import peek, resolve_device
 from hellaswag import read_hellaswag
-from model import GPTConfig, count_flops, count_params
+from model import GPTConfig, count_flops
 from prepare import sha256_file
-from report import (RUN_COLUMNS, sweep_report, markdown_table, plot_runs, read_config, read_log,
-                    run_summary)
-from stats import ARCH, append_record, best_lr, check_writable, read_results, run_id, tuned_lrs
+from report import RUN_COLUMNS, markdown_table, plot_runs, run_summary, sweep_report
+from stats import (ARCH, append_record, best_lr, check_writable, read_results, record_of, run_id,
+                   tuned_lrs)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, 'train.py')
-EVAL = os.path.join(HERE, 'hellaswag.py')
+TRAIN, EVAL = os.path.join(HERE, 'train.py'), os.path.join(HERE, 'hellaswag.py')
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s',
              'peak_flops')
@@ -333,31 +329,6 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
     return out
 
 
-def record_of(plan, wall_s, branched=None):
-    """The results-file record of a finished run, from its log.jsonl and config.json: its last
-    evaluation is the one at the checkpoint's iteration, or it is not a finished run."""
-    rows = read_log(plan.run_dir)
-    evals = [r for r in rows if 'val_loss' in r]
-    last, cfg = rows[-1], read_config(plan.run_dir)
-    model = config_from_dict(cfg)
-    try:  # what it trained on, in a few words
-        corpus = describe_data(read_meta(cfg['data_dir']), cfg['data_dir'])
-    except UsageError:  # meta.json unreadable
-        corpus = f"? in {cfg['data_dir']}"
-    return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
-        val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
-        val_bpb=evals[-1].get('val_bpb'), val_se=evals[-1].get('val_se'),
-        val_batches=evals[-1].get('val_batches'), corpus=corpus,
-        train_loss=evals[-1]['train_loss'], iters=last['iter'], tokens=last['tokens'],
-        flops=last.get('flops'), train_s=last.get('train_s'), elapsed_s=last.get('elapsed_s'),
-        wall_s=wall_s, params=count_params(model), flops_per_token=count_flops(model),
-        n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
-        curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
-               for r in evals],
-        command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
-        machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}
-
-
 class Sweep:
     """The runs of one sweep command as they go: the results file, the threads' environment, the
     claims (one run folder, one sweep: from its start to its record), the stop, and the progress."""
@@ -607,9 +578,9 @@ def announce(plans):
 
 def main(argv):
     if not argv:  # every config at its default budget: not what a first try should start unasked
-        raise UsageError("a bare sweep trains every config in configs/ for hours on a CPU; see the "
-                         "machinery first with python sweep.py --quick (about a minute), or name what "
-                         "to compare: --configs=gpt,gmlp --max_iters=500 (python sweep.py --help)")
+        raise UsageError("a bare sweep trains every config for hours on a CPU; see it work first: "
+                         "python sweep.py --quick (about a minute), or name what to compare: "
+                         "--configs=gpt,gmlp --max_iters=500 (python sweep.py --help)")
     own, overrides = split_flags(argv, SweepConfig, TrainConfig)
     positional = [a for a in own if not a.startswith('--')]
     sweep = parse_config(SweepConfig, [a for a in own if a.startswith('--')], config_files=False,

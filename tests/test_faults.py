@@ -567,7 +567,7 @@ def test_bad_values_are_one_line(args, expect):
     ('sample.py', ['--seed=18446744073709551616'], r'seed must be in \[0, 2\*\*63\)'),
     ('bench.py', ['--device=meta'], "device 'meta' is not one this code runs on"),
     ('sweep.py', ['--max_flops=nan'], 'max_flops=nan: give one or more positive numbers'),
-    ('sweep.py', [], r'a bare sweep trains every config .* python sweep.py --quick \(about a minute\)'),
+    ('sweep.py', [], r'a bare sweep trains every config .*: python sweep.py --quick \(about a minute\)'),
     ('sweep.py', ['--max_iters=1.5'], 'max_iters=1.5: give integers separated by commas'),
     ('sweep.py', ['--sizes=3x96'], '--sizes is read by --scaling only'),
     ('probe.py', ['--head_size=7'], r'head_size=7 does not divide width 64; pick head_size among \[2, 4, 8, 16, 32, 64\]'),
