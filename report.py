@@ -316,8 +316,10 @@ def tokens_per_param(rs):
 def eval_noise_line(rs, suffix):
     """A line under a gap table: the largest val-sample standard error of its gaps, where known."""
     ses = [r[f'eval_se{suffix}'] for r in rs if r.get(f'eval_se{suffix}') is not None]
-    return ("Val-sample noise of these gaps (their s.e. over the val batches; one val set scores "
-            "every run, so it is shared by the seeds and not in the intervals): at most "
+    own = any("each run's own seed" in (r.get('val_set') or '') for r in rs)  # eval_seed=-1
+    why = ("each run's val batches are drawn from its own seed, so it is in the intervals too" if own
+           else "one val set scores every run, so it is shared by the seeds and not in the intervals")
+    return (f"Val-sample noise of these gaps (their s.e. over the val batches; {why}): at most "
             f"{max(ses):.4f}." if ses else '')
 
 

@@ -69,8 +69,14 @@ FIELD_CHECKS = {
               'lr': lambda v: finite(v) and v > 0, 'size': lambda v: isinstance(v, str),
               'budget': lambda v: isinstance(v, str), 'budget_value': finite,
               'optimizer': lambda v: isinstance(v, str), 'data_dir': lambda v: isinstance(v, str),
-              'val_loss': finite, 'params': lambda v: finite(v) and v > 0, 'tokens': finite,
-              **dict.fromkeys(('flops', 'train_s', 'val_bpb'), lambda v: v is None or finite(v)),
+              'val_loss': lambda v: finite(v) and v >= 0, 'params': lambda v: finite(v) and v > 0,
+              'tokens': lambda v: finite(v) and v > 0,
+              **dict.fromkeys(('flops', 'train_s', 'val_bpb', 'wall_s', 'elapsed_s'),
+                              lambda v: v is None or finite(v) and v >= 0),
+              **dict.fromkeys(('hellaswag_acc_norm', 'hellaswag_acc'),
+                              lambda v: v is None or finite(v) and 0 <= v <= 1),
+              'schedule': lambda v: v in ('cosine', 'wsd', 'constant'),
+              'corpus': lambda v: isinstance(v, str),
               'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
               'curve': lambda v: isinstance(v, list) and all(
                   isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4])
@@ -110,13 +116,23 @@ def parse_record(line, kind):
 
 def read_many(paths, kind='sweep'):
     """The records of several results files (a comma-separated string or a list), in order; a run
-    recorded in two of them counts once (the first)."""
-    records, seen = [], set()
-    for path in paths.split(',') if isinstance(paths, str) else paths:
+    recorded in two of them counts once (the first), and where the two records differ, a line says
+    so. Of several files, one that is not there is a UsageError: it would be left out in silence."""
+    paths = paths.split(',') if isinstance(paths, str) else list(paths)
+    missing = [p for p in paths if not os.path.exists(p)]
+    if len(paths) > 1 and missing:
+        raise UsageError(f"--results: {missing[0]!r} not found (of {', '.join(paths)})")
+    records, seen = [], {}
+    for path in paths:
         for r in read_results(path, kind):
-            if run_id(r['key']) not in seen:
-                seen.add(run_id(r['key']))
+            k = run_id(r['key'])
+            if k not in seen:
+                seen[k] = (path, r)
                 records.append(r)
+            elif seen[k][1] != r:
+                say_once(f"{path} and {seen[k][0]} record one run with different values "
+                         f"({r['config']}, seed {r.get('seed')}, lr {r.get('lr')}): "
+                         f"{seen[k][0]}'s record is read")
     return records
 
 
@@ -204,18 +220,31 @@ def append_record(path, record, *, kept='the run', lock=threading.Lock()):
         print(f"note: {note}", file=sys.stderr)
 
 
+def parses(line):
+    """Whether a line is a whole JSON value (else it was cut short)."""
+    try:
+        json.loads(line.decode('utf-8'))
+        return True
+    except ValueError:  # also UnicodeDecodeError
+        return False
+
+
 def locked_append(path, data, aside):
     """Append `data` (whole lines) under an exclusive flock, in one write, fsynced. A file that does
-    not end in a newline (a writer killed mid-line) first has its cut-short last line moved to
-    `aside`, and the note saying so is returned (else None)."""
+    not end in a newline ends in a line cut short (a writer killed mid-line), first moved to `aside`
+    with the note saying so returned (else None); or in a whole line whose newline a tool dropped
+    (it parses as JSON), which gets its newline and stays."""
     note = None
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b'\n':
-            start = os.pread(fd, size, 0).rfind(b'\n') + 1  # where the cut-short line begins
+        start = os.pread(fd, size, 0).rfind(b'\n') + 1 if size else 0  # the last line's start
+        cut = size and os.pread(fd, 1, size - 1) != b'\n'
+        if cut and parses(os.pread(fd, size - start, start)):
+            os.write(fd, b'\n')
+        elif cut:
             with open(aside, 'ab') as f:
                 f.write(os.pread(fd, size - start, start) + b'\n')
                 f.flush()
@@ -380,9 +409,11 @@ ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
 def run_id(key):
     """A run's key as the string records are matched by: settings at train.py's default value are
     left out (but ALWAYS), so a key written before a setting existed matches the same run today,
-    while a changed default (written out in the older key) does not."""
+    while a changed default (written out in the older key) does not; and the data folder's path,
+    where the data's fingerprint names what it holds (a copy elsewhere is the same data)."""
     return key_id({k: v for k, v in key.items()
-                   if k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v})
+                   if (k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v)
+                   and not (k == 'data_dir' and key.get('data'))})
 
 
 def setting(r, drop=()):

@@ -86,6 +86,10 @@ def test_the_key_names_the_data_not_the_folder_it_was_prepared_into(tiny_data, t
     a = plan(tmp_path, [f'--data_dir={tiny_data}'])
     b = plan(tmp_path, [f'--data_dir={tiny_data}'])
     assert a.key['data'] == fingerprint(read_meta(tiny_data)) and a.key == b.key
+    copy = plan(tmp_path, [f'--data_dir={same}'])  # the same data in another folder: the same run
+    other = plan(tmp_path, [f'--data_dir={tmp_path / "o"}'])
+    assert stats.run_id(copy.key) == stats.run_id(a.key) != stats.run_id(other.key)
+    assert copy.key['data_dir'] != a.key['data_dir'] and copy.run_dir == a.run_dir
 
 
 # -----------------------------------------------------------------------------
@@ -186,6 +190,21 @@ def test_a_gap_is_paired_by_seed_with_its_t_interval_and_its_val_sample_noise():
     assert x['vs_gpt'] == '-0.1000 ± 0.0497 (n=3)'
     # per-batch gaps, seeds averaged: [d, d, d, d + 0.04] -> sd 0.02, s.e. over 4 batches 0.01
     assert x['eval_se'] == pytest.approx(0.01)
+
+
+def test_the_noise_line_says_whose_val_set_scored_the_runs():
+    """One val set (eval_seed >= 0): the val-sample noise is shared by the seeds, not in the intervals;
+    with eval_seed=-1 each run's own seed drew its val batches, so it is in the intervals."""
+    def rows(**key):
+        recs = []
+        for seed, (g, x) in enumerate(((2.0, 1.90), (2.1, 1.98)), 1):
+            val = "each run's own seed" if key else 'eval_seed 0'
+            recs += [{**record('gpt', seed, g, **key), 'val_batches': [g] * 4, 'val_set': val},
+                     {**record('x', seed, x, **key), 'val_batches': [x, x, x, x + 0.04], 'val_set': val}]
+        return report.summary_rows(recs)
+    assert 'one val set scores every run, so it is shared' in report.eval_noise_line(rows(), '')
+    own = report.eval_noise_line(rows(eval_seed=-1), '')
+    assert "drawn from its own seed, so it is in the intervals too" in own and 'one val set' not in own
 
 
 def test_a_row_is_one_setting_over_distinct_seeds(capsys):
@@ -318,6 +337,33 @@ def test_a_view_with_no_rows_prints_no_table():
         shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6)})
     for g in report.transfer_groups(report.summary_rows(lone)).values():
         assert report.transfer_tables(g) == ''
+
+
+def test_several_results_files_never_resolve_a_difference_or_a_missing_file_in_silence(tmp_path, capsys):
+    """--report --results=a,b: a run in both with different values is read once and said; a file of the
+    list that is not there is one line, not left out."""
+    a, b = str(tmp_path / 'a.jsonl'), str(tmp_path / 'b.jsonl')
+    stats.append_record(a, record('gpt', 1, 2.0))
+    stats.append_record(b, record('gpt', 1, 2.5))  # the same run, another val loss
+    stats.append_record(b, record('gpt', 2, 2.1))
+    assert [(r['seed'], r['val_loss']) for r in stats.read_many(f"{a},{b}")] == [(1, 2.0), (2, 2.1)]
+    assert f"{b} and {a} record one run with different values (gpt, seed 1" in capsys.readouterr().err
+    with pytest.raises(UsageError, match=r"--results: '.*nope.jsonl' not found \(of "):
+        stats.read_many(f"{a},{tmp_path / 'nope.jsonl'}")
+
+
+def test_a_whole_last_record_without_its_newline_stays_at_the_next_append(tmp_path, capsys):
+    """A tool that drops a file's final newline leaves a whole record: the next append gives it its
+    newline and keeps it; only a line that does not parse is a cut-short line."""
+    path = str(tmp_path / 'r.jsonl')
+    stats.append_record(path, record('gpt', 1, 2.0))
+    with open(path, 'rb') as f:
+        text = f.read()
+    with open(path, 'wb') as f:
+        f.write(text.rstrip(b'\n'))
+    stats.append_record(path, record('gpt', 2, 2.1))
+    assert 'moved' not in capsys.readouterr().err and not os.path.exists(path + '.partial')
+    assert [r['seed'] for r in stats.read_results(path)] == [1, 2]
 
 
 def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, capsys):
@@ -722,7 +768,10 @@ def test_report_skips_a_hand_edited_record_it_cannot_read_and_never_picks_nan(tm
     path = tmp_path / 'r.jsonl'
     good = [record('gpt', 1, 2.0, lr=1e-3), record('gpt', 1, 2.1, lr=2e-3)]
     edits = [('val_loss', None), ('val_loss', float('nan')), ('val_loss', '2.0'), ('seed', 'one'), ('lr', -1),
-             ('params', None), ('curve', [[1, 2]]), ('budget_value', None), ('key', [])]
+             ('params', None), ('curve', [[1, 2]]), ('budget_value', None), ('key', []),
+             # every field a report reads, checked where it is read: a loss is not negative, tokens not 0
+             ('val_loss', -0.5), ('tokens', 0), ('tokens', -64), ('wall_s', 'long'), ('elapsed_s', -1.0),
+             ('hellaswag_acc_norm', 1.5), ('hellaswag_acc', 'x'), ('schedule', 'linear'), ('corpus', 3)]
     lines = [json.dumps(r) for r in good]
     for field, value in edits:
         lines.append(json.dumps({**record('gpt', 1, 1.0, lr=4e-3), field: value}))
