@@ -501,10 +501,19 @@ def seeds_text(seeds):
 # a sweep's record of a run, from the run's folder
 
 def read_log(run_dir):
+    """A run's log.jsonl rows; a row whose number a report reads is not a number (a hand edit) is a
+    UsageError naming it."""
     path = os.path.join(run_dir, 'log.jsonl')
     if not os.path.isfile(path):
         raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
-    return read_jsonl(path)
+    rows = read_jsonl(path)
+    for n, row in enumerate(rows, 1):
+        bad = next((k for k in ('loss', 'val_loss', 'train_loss', 'lr', 'tokens', 'train_s',
+                                'elapsed_s') if k in row and not finite(row[k])), None)
+        if bad:
+            raise UsageError(f"{path}: the row of iter {row['iter']} has {bad}={row[bad]!r}, not a "
+                             "number train.py writes; delete that row, or the file, and rerun")
+    return rows
 
 
 def read_config(run_dir):

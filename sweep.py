@@ -54,8 +54,8 @@ from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from prepare import sha256_file
 from report import RUN_COLUMNS, markdown_table, plot_runs, run_summary, sweep_report
-from stats import (ARCH, append_record, best_lr, check_writable, read_results, record_of, run_id,
-                   tuned_lrs)
+from stats import (ARCH, BUDGET, SHAPE, append_record, best_lr, check_writable, read_results,
+                   record_of, run_id, setting, tuned_lrs)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
@@ -261,26 +261,29 @@ def val_set(cfg):
 
 def learning_rates(sweep, records, first):
     """The lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
-    values given, multiples of the config's own (lr_scale), or 'tuned': the best mean in the results
-    file for that config on that corpus, with that schedule, at that size if the grid ran there, at
-    the largest of the sweep's iteration budgets if the grid ran there."""
+    values given, multiples of the config's own (lr_scale), or 'tuned': the best mean of the results
+    file's runs of the whole setting of `first` but seed, lr, size (this one where a grid ran here)
+    and budget (the sweep's largest if a grid ran there), said; none is a one-line error."""
     if sweep.learning_rate and sweep.lr_scale:
         raise UsageError("give --learning_rate (a grid, or tuned) or --lr_scale (multiples of each "
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        data = key['data'] or key['data_dir']  # by fingerprint: other text in the folder is not it
-        same_data = [r for r in records if (r['key'].get('data') or r['data_dir']) == data]
+        drop = (*BUDGET, *SHAPE, 'budget', 'hellaswag')  # the size: tuned_lrs prefers this one
+        want = setting({'key': key, 'data_dir': first.fields['data_dir']}, drop)
+        same = [r for r in records if setting(r, drop) == want and r['config'] == key['config']]
         schedule, size = first.fields['schedule'], first.fields['size']
         budget = max(values) if kind == 'max_iters' else None
-        best = tuned_lrs(same_data, size, schedule=schedule, budget=budget).get(key['config'])
-        if best is None and budget is not None:
-            best = tuned_lrs(same_data, size, schedule=schedule).get(key['config'])
+        best = (tuned_lrs(same, size, schedule=schedule, budget=budget).get(key['config'])
+                or tuned_lrs(same, size, schedule=schedule).get(key['config']))  # any budget
         if best is None:
-            raise UsageError("--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} on the data now in {key['data_dir']} "
-                             f"({schedule} schedule) to tune from; run an lr grid first "
-                             "(--learning_rate=5e-4,1e-3,2e-3)")
+            raise UsageError(f"--learning_rate=tuned: the results file has no finished runs of "
+                             f"{key['config']} with this sweep's setting (data, recipe, schedule, "
+                             "device...) to tune from; run an lr grid first (--learning_rate=5e-4,"
+                             "1e-3,2e-3)")
+        print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of "
+              f"{len(same)} record(s) of this setting at {sorted({r['size'] for r in same})}",
+              file=sys.stderr)
         return [best]
     if sweep.lr_scale:
         return [first.fields['lr'] * f for f in numbers('lr_scale', sweep.lr_scale, float)]
@@ -317,10 +320,9 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
         lrs = sorted({r['lr'] for r in rs})
         if len(lrs) < 2:
             continue
-        best = best_lr(rs)
+        best, p = best_lr(rs), ps[0]
         step = 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
-        p = ps[0]
-        size = {k: p.key[k] for k in ('n_layer', 'n_embd', 'n_head')} if sweep.scaling else None
+        size = {k: p.key[k] for k in SHAPE} if sweep.scaling else None
         for seed in sorted({r['seed'] for r in rs if r['lr'] == best}) if step else []:
             plan = plan_run(p.cmd[2], sweep, overrides, seed=seed, lr=best * step, size=size,
                             budget=p.fields['budget_value'])
@@ -347,8 +349,7 @@ class Sweep:
                      waiting=f"{os.path.basename(run_dir)}: another sweep is running it")
 
     def train(self, cmd, resume):
-        """Run train.py (through `sweep.py --child`): (True, seconds), or (False, why it did not
-        end as asked: None or 'stopped' when stopped)."""
+        """train.py via --child: (True, seconds), or (False, why; None or 'stopped' if stopped)."""
         t0 = time.time()
         child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]
         proc = self.stopper.run(child + (['--init_from=resume'] if resume else []), env=self.env)
@@ -448,8 +449,7 @@ class Sweep:
                                      else f"hellaswag.py failed: {last_line(proc)}")
                 with open(out) as f:
                     r = json.load(f)
-                record.update(hellaswag_acc_norm=r['acc_norm'], hellaswag_acc=r['acc'],
-                              hellaswag_n=r['n'])
+                record.update({f'hellaswag_{k}': r[k] for k in ('acc_norm', 'acc', 'n')})
             append_record(self.results, record, kept=plan.run_dir)
             return self.note(plan, record, None)
         finally:

@@ -192,6 +192,17 @@ def test_a_gap_is_paired_by_seed_with_its_t_interval_and_its_val_sample_noise():
     assert x['eval_se'] == pytest.approx(0.01)
 
 
+def test_a_plot_of_a_run_with_a_hand_edited_log_is_one_line(tmp_path):
+    run = tmp_path / 'out-a'
+    run.mkdir()
+    (run / 'log.jsonl').write_text('{"iter": 0, "loss": 3.0, "val_loss": 3.1}\n{"iter": 5, "val_loss": "2.0"}\n')
+    (run / 'config.json').write_text('{"n_layer": 1}')
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'sweep.py'), '--plot', str(run)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
+    assert "the row of iter 5 has val_loss='2.0', not a number train.py writes" in proc.stderr
+
+
 def test_the_noise_line_says_whose_val_set_scored_the_runs():
     """One val set (eval_seed >= 0): the val-sample noise is shared by the seeds, not in the intervals;
     with eval_seed=-1 each run's own seed drew its val batches, so it is in the intervals."""
@@ -908,3 +919,24 @@ def test_a_doubling_or_halving_is_called_only_where_its_interval_resolves_it():
     assert '| x | 20.0 | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1642 |' in text
     line = next(l for l in text.splitlines() if l.startswith('| y | 20.0 |'))
     assert line.split(' | ')[-1].startswith('doubles; Δ -0.2000 ± ')  # -0.30 ± 0.0497 against 2 x -0.10 ± 0.0248
+
+
+def test_a_tuned_lr_comes_from_a_grid_of_the_same_setting_and_says_so(tmp_path, capsys):
+    """--learning_rate=tuned takes the best lr of the results file's grid of this config in this
+    sweep's whole setting (any seed, lr, budget; this size first); a grid run with another recipe value
+    or batch size does not tune it, and no grid of the setting is a one-line error."""
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), learning_rate=['tuned'], max_iters=['10'])
+    path, flags = os.path.join(HERE, 'configs', 'gpt.py'), [*TINY, f'--data_dir={tmp_path / "d"}']
+    first = sweep.plan_run(path, cfg, flags, seed=1, lr=0, size=None)
+
+    def grid(losses, **changed):  # {lr: loss} over seeds 1 and 2, in `first`'s setting but `changed`
+        return [{**record('gpt', seed, loss + seed / 100, lr=lr, size=first.fields['size']),
+                 'data_dir': first.fields['data_dir'], 'schedule': first.fields['schedule'],
+                 'key': {**first.key, 'seed': seed, 'learning_rate': lr, 'min_lr': lr / 10, **changed}}
+                for lr, loss in losses.items() for seed in (1, 2)]
+    other = grid({4e-3: 1.0, 1e-3: 3.0}, weight_decay=0.5) + grid({4e-3: 1.0}, batch_size=64)
+    with pytest.raises(UsageError, match="no finished runs of gpt with this sweep's setting"):
+        sweep.learning_rates(cfg, other, first)
+    same = grid({5e-4: 2.5, 1e-3: 2.0, 2e-3: 2.2})
+    assert sweep.learning_rates(cfg, other + same, first) == [1e-3]
+    assert '--learning_rate=tuned is 0.001, the best of 6 record(s) of this setting' in capsys.readouterr().err
