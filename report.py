@@ -11,11 +11,10 @@ import os
 import sys
 
 from configurator import UsageError, atomic_write
-from guards import config_from_dict
-from model import MATCH_TOLERANCE, count_params
+from model import MATCH_TOLERANCE
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
                    choose_lr, compute_multiplier, differing, frontier, grid_edge, groups,
-                   holds_zero, interval, key_id, mean_std, paired_gap, read_config, read_log,
+                   holds_zero, interval, key_id, mean_std, paired_gap, read_log,
                    read_many, run_id, say_once, seeds_text, setting, spread_text, t_quantile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -162,10 +161,16 @@ def name_apart(rows):
         if len(rs) > 1:
             settings = [json.loads(r['setting']) for r in rs]
             fields = differing(settings)
+            few = fields[:3] if len({key_id({k: s.get(k) for k in fields[:3]})
+                                     for s in settings}) == len(rs) else fields  # each its own
             for r, s in zip(rs, settings):
-                shown = ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields[:3]) + (
-                    ' ...' if len(fields) > 3 else '')
-                r['label'] = f"{r['config']} ({shown})"
+                more = ' ...' if len(fields) > len(few) else ''
+                r['label'] = f"{r['config']} ({shown(s, few)}{more})"
+
+
+def shown(s, fields):
+    """`fields` of setting `s` as a label shows them: 'device=cpu, dropout=0.1'."""
+    return ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields)
 
 
 SUMMARY_COLUMNS = [
@@ -301,9 +306,11 @@ def plot_scaling(rows, png, title=None):
 
 def regime_groups(rows):
     """{setting less architecture and budget: rows} for every such setting trained at 2 or more
-    budgets: the budgets along which a ranking can hold or not."""
+    budgets: the budgets along which a ranking can hold or not; each row labelled within its group
+    (view_rows: a stray row of another setting relabels nothing here)."""
     out = groups(rows, 'regime')
-    return {k: rs for k, rs in out.items() if len({r['budget_value'] for r in rs}) > 1}
+    return {k: view_rows(rs, 'budget_value') for k, rs in out.items()
+            if len({r['budget_value'] for r in rs}) > 1}
 
 
 def tokens_per_param(rs):
@@ -316,9 +323,10 @@ def tokens_per_param(rs):
 def eval_noise_line(rs, suffix):
     """A line under a gap table: the largest val-sample standard error of its gaps, where known."""
     ses = [r[f'eval_se{suffix}'] for r in rs if r.get(f'eval_se{suffix}') is not None]
-    own = any("each run's own seed" in (r.get('val_set') or '') for r in rs)  # eval_seed=-1
-    why = ("each run's val batches are drawn from its own seed, so it is in the intervals too" if own
-           else "one val set scores every run, so it is shared by the seeds and not in the intervals")
+    own = any("each run's own seed" in (r.get('val_set') or '') for r in rs)  # eval_seed -1
+    why = ("each run's val batches are drawn from its own seed, so it is in the intervals too"
+           if own else "one val set scores every run, so it is shared by the seeds and not in the "
+           "intervals")
     return (f"Val-sample noise of these gaps (their s.e. over the val batches; {why}): at most "
             f"{max(ses):.4f}." if ses else '')
 
@@ -431,7 +439,8 @@ def schedule_groups(rows):
     for r in rows:
         r.setdefault('unscheduled', key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
     out = groups(rows, 'unscheduled')
-    return {k: rs for k, rs in out.items() if len({r['schedule'] for r in rs}) > 1}
+    return {k: view_rows(rs, 'schedule') for k, rs in out.items()
+            if len({r['schedule'] for r in rs}) > 1}
 
 
 def schedule_tables(rs):
@@ -467,33 +476,52 @@ def schedule_tables(rs):
 
 def transfer_groups(rows):
     """{setting less architecture, budget, shape and what came with it (CONTEXT): rows} for every
-    such setting trained at 2 or more shapes, each row with its `shape` (the size; and the corpus
-    folder where two shapes share a size), `shape_words` (what else comes with it) and its label."""
+    such setting trained at 2 or more shapes, each row with its `shape` (shape_apart), `shape_words`
+    (what else comes with it) and its label (view_rows)."""
     out = {}
     for k, rs in groups(rows, 'transfer').items():
         apart = differing([r['shape_context'] for r in rs])
-        one_each = all(len({json.dumps(r['shape_context'], sort_keys=True)
-                            for r in rs if r['size'] == size}) == 1
-                       for size in {r['size'] for r in rs})
-        rs = [dict(r, shape=r['size'] if one_each else f"{r['size']} ({folder_name(r)})",
-                   shape_words=context_words(r, apart), label=arch_label(r, rs)) for r in rs]
+        rs = [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, apart)) for r in rs]
         if len({r['shape'] for r in rs}) > 1:
-            out[k] = rs
+            out[k] = view_rows(rs, 'shape', 'budget_value')
     return out
+
+
+def shape_apart(r, rs):
+    """r's size, and what tells r's setting from others at that size: a corpus folder's name (path)
+    where that does, else each CONTEXT field that differs there (the data by its fingerprint)."""
+    at = {key_id(x['shape_context']): x for x in rs if x['size'] == r['size']}.values()
+    fields = differing([x['shape_context'] for x in at])
+    for name in (folder_name, lambda x: os.path.normpath(x['data_dir'])):
+        if fields == ['data'] and len({name(x) for x in at}) == len(at):
+            return f"{r['size']} ({name(r)})"
+    c = {**{f: DEFAULTS.get(f) for f in CONTEXT}, **r['shape_context']}
+    return r['size'] + (f" ({', '.join(f'{f}={c[f]}' for f in fields)})" if fields else '')
+
+
+def view_rows(rs, *axis):
+    """rs, copied, each named by its config and the architecture settings in which it differs from
+    the view's other rows of that config (not a corpus or device, as a table's label may); of rows
+    of one name at one point of `axis` (two warmups at a budget) the one of most seeds, then lowest
+    loss, is shown, and that is said."""
+    settings = [json.loads(r['setting']) for r in rs]
+    fields = {c: [k for k in differing([s for x, s in zip(rs, settings) if x['config'] == c])
+                  if k in ARCH] for c in {r['config'] for r in rs}}
+    rs = [dict(r, label=r['config'] + (f" ({shown(s, fields[r['config']])})"
+                                        if fields[r['config']] else ''))
+          for r, s in zip(rs, settings)]
+    by_cell = groups(rs, 'label', *axis)
+    for cell, same in by_cell.items():
+        if len(same) > 1:
+            fields = differing([json.loads(r['setting']) for r in same])
+            say_once(f"{len(same)} rows of {cell[0]} at {', '.join(map(str, cell[1:]))} differ in "
+                     f"{', '.join(fields)}: a view shows one, the one with the most seeds")
+    keep = {id(min(same, key=lambda r: (-r['n'], r['val']))) for same in by_cell.values()}
+    return [r for r in rs if id(r) in keep]
 
 
 def folder_name(r):
     return os.path.basename(os.path.normpath(r['data_dir']))
-
-
-def arch_label(r, rs):
-    """r's name across shapes: its config, and the architecture settings in which it differs from
-    rows of the same config in `rs` (not a corpus or device, as a table's label may: the shape's)"""
-    mine = [json.loads(x['setting']) for x in rs if x['config'] == r['config']]
-    fields = [k for k in differing(mine) if k in ARCH]
-    s = json.loads(r['setting'])
-    shown = ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields)
-    return r['config'] + (f" ({shown})" if fields else '')
 
 
 def context_words(r, fields):
@@ -609,31 +637,7 @@ def transfer_tables(rs):
 
 
 # -----------------------------------------------------------------------------
-# the runs of out_dirs, and the report of a sweep
-
-
-def run_summary(run_dir):
-    rows = read_log(run_dir)
-    evals = [r for r in rows if 'val_loss' in r]
-    last = rows[-1] if rows else {}
-    config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
-    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
-    return dict(run=os.path.basename(os.path.normpath(run_dir)),
-                final_val=evals[-1]['val_loss'] if evals else None,
-                best_val=min(r['val_loss'] for r in evals) if evals else None,
-                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
-                seconds=last.get('train_s', last.get('elapsed_s')),
-                ms_per_iter=(1000 * last['train_s'] / last['iter'])
-                if last.get('train_s') and last.get('iter') else None, params=params)
-
-
-RUN_COLUMNS = [
-    ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
-    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'),
-    ('tokens', 'tokens', '{:,}'), ('seconds', 'train s', '{:.0f}'),
-    ('ms_per_iter', 'ms/iter', '{:.1f}'),
-]
-
+# the runs of out_dirs (stats.run_summary), and the report of a sweep
 
 def plot_runs(run_dirs, png):
     """Val loss against tokens and against training seconds, a line per run; False without
@@ -676,8 +680,9 @@ def sweep_report(sweep, results_path, png, only=None):
         gets the data folder's name in it, so that no plot is drawn over another."""
         if name in names:
             name = name.replace('.png', f"-{folder_name(rs[0])}.png")
+        stem, n = name[:-len('.png')], 2
         while name in names:
-            name = name.replace('.png', '-2.png')
+            name, n = f"{stem}-{n}.png", n + 1
         names.add(name)
         if committed:
             skipped.append(name)

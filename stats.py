@@ -553,3 +553,26 @@ def record_of(plan, wall_s, branched=None):
                for r in evals],
         command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
         machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}
+
+
+def run_summary(run_dir):
+    rows = read_log(run_dir)
+    evals = [r for r in rows if 'val_loss' in r]
+    last = rows[-1] if rows else {}
+    config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
+    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
+    return dict(run=os.path.basename(os.path.normpath(run_dir)),
+                final_val=evals[-1]['val_loss'] if evals else None,
+                best_val=min(r['val_loss'] for r in evals) if evals else None,
+                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
+                seconds=last.get('train_s', last.get('elapsed_s')),
+                ms_per_iter=(1000 * last['train_s'] / last['iter'])
+                if last.get('train_s') and last.get('iter') else None, params=params)
+
+
+RUN_COLUMNS = [
+    ('run', 'run', '{}'), ('params', 'params', '{:,}'), ('final_val', 'final val loss', '{:.4f}'),
+    ('best_val', 'best val loss', '{:.4f}'), ('iters', 'iters', '{:,}'),
+    ('tokens', 'tokens', '{:,}'), ('seconds', 'train s', '{:.0f}'),
+    ('ms_per_iter', 'ms/iter', '{:.1f}'),
+]

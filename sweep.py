@@ -53,9 +53,9 @@ from guards import peek, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from prepare import sha256_file
-from report import RUN_COLUMNS, markdown_table, plot_runs, run_summary, sweep_report
-from stats import (ARCH, BUDGET, SHAPE, append_record, best_lr, check_writable, read_results,
-                   record_of, run_id, setting, tuned_lrs)
+from report import markdown_table, plot_runs, sweep_report
+from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr, check_writable,
+                   read_results, record_of, run_id, run_summary, setting, tuned_lrs)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')

@@ -68,11 +68,11 @@ def fake_run(folder, losses, ms_per_iter):
 
 def test_summary_of_runs(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
-    s = report.run_summary(a)
+    s = stats.run_summary(a)
     assert s['run'] == 'a' and s['final_val'] == pytest.approx(2.1) and s['best_val'] == pytest.approx(2.1)
     assert s['iters'] == 30 and s['tokens'] == 3000 and s['ms_per_iter'] == pytest.approx(20)
     with pytest.raises(configurator.UsageError, match='log.jsonl not found'):
-        report.run_summary(str(tmp_path))
+        stats.run_summary(str(tmp_path))
 
 
 def test_plot_writes_a_png(tmp_path):

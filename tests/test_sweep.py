@@ -6,6 +6,7 @@ runs. Tiny shapes on a corpus each test writes.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -340,9 +341,9 @@ def test_a_view_with_no_rows_prints_no_table():
     for g in report.schedule_groups(report.summary_rows(recs)).values():
         text = report.schedule_tables(g)
         assert '| gpt | 0.001, 2.0500' in text and '| vs gpt |' not in text and '| vs llama |' not in text
-    apart = [{**r, 'label': r['label'] + ' (2)'} if r['schedule'] == 'cosine' else r  # named apart: no pair
-             for r in report.summary_rows(recs)]
-    for g in report.schedule_groups(apart).values():
+    # every config another architecture under cosine (bias=False): a view pairs nothing, and says no table
+    apart = [{**r, 'key': {**r['key'], 'bias': False}} if r['schedule'] == 'cosine' else r for r in recs]
+    for g in report.schedule_groups(report.summary_rows(apart)).values():
         assert report.schedule_tables(g) == ''
     lone = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.9, 3.0)}) + \
         shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6)})
@@ -940,3 +941,66 @@ def test_a_tuned_lr_comes_from_a_grid_of_the_same_setting_and_says_so(tmp_path, 
     same = grid({5e-4: 2.5, 1e-3: 2.0, 2e-3: 2.2})
     assert sweep.learning_rates(cfg, other + same, first) == [1e-3]
     assert '--learning_rate=tuned is 0.001, the best of 6 record(s) of this setting' in capsys.readouterr().err
+
+
+def test_a_stray_record_of_another_setting_neither_splits_nor_removes_a_config_in_a_view(capsys):
+    """The regime and schedule views pair rows by their whole setting, not by a table's label: a record of
+    gpt on another device at one budget (or under one schedule) is another setting, named apart in its own
+    table, and gpt stays one row, present at every budget (schedule) of the view."""
+    recs = [record(name, seed, v + seed / 10, budget=b) for name, v in (('gpt', 3.0), ('x', 2.8))
+            for b in (100, 1600) for seed in (1, 2)]
+    stray = record('gpt', 1, 9.0, budget=100, device='cuda')
+    rows = report.summary_rows(recs + [stray])
+    assert {r['label'] for r in rows if r['budget_value'] == 100} == {'gpt (device=auto)', 'gpt (device=cuda)', 'x'}
+    group, = report.regime_groups(rows).values()
+    text = report.regime_tables(group)
+    assert re.search(r'\| gpt \| #2 3\.1500 .* \| #2 3\.1500 ', text), text
+    assert '| x | -0.2000 ± 0.0000 (n=2) | -0.2000 ± 0.0000 (n=2) |' in text and 'cuda' not in text
+    assert '| x | 0.001 (no grid: the only lr run) | -0.2000 ± 0.0000 (n=2) | -0.2000 ± 0.0000 (n=2) |' in \
+        report.ends_table(group)
+    recs = [{**record(name, seed, v + seed / 10, budget=100, lr_schedule=sched), 'schedule': sched}
+            for name, v in (('gpt', 3.0), ('x', 2.8)) for sched in ('wsd', 'cosine') for seed in (1, 2)]
+    stray = {**record('gpt', 1, 9.0, budget=100, lr_schedule='cosine', device='cuda'), 'schedule': 'cosine'}
+    group, = report.schedule_groups(report.summary_rows(recs + [stray])).values()
+    text = report.schedule_tables(group)
+    assert '| gpt | 0.001, 3.1500 ± 0.0707 (n=2) | 0.001, 3.1500 ± 0.0707 (n=2) |' in text, text
+    assert '| x | -0.2000 ± 0.0000 (n=2) | -0.2000 ± 0.0000 (n=2) | holds; Δ +0.0000 ± 0.0000 |' in text
+
+
+def test_the_transfer_view_keeps_every_setting_at_a_size_and_names_each():
+    """Two settings at one size (another val set, another corpus in a folder of the same name) are two
+    shapes of the transfer view, each named by what differs: none overwrites the other."""
+    small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.8, 2.9)})
+    large = shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6), 'x': (2.4, 2.5)})
+    other_val = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.95, 3.05)}, eval_iters=50)
+    group, = report.transfer_groups(report.summary_rows(small + large + other_val)).values()
+    assert {r['shape'] for r in group} == {'1x32 (eval_iters=200)', '1x32 (eval_iters=50)', '2x64'}
+    text = report.transfer_tables(group)
+    assert '-0.2000 ± 0.0000 (n=2)' in text and '-0.0500 ± 0.0000 (n=2)' in text
+    same_name = [{**r, 'data_dir': 'b/fp'} for r in shape_records('1x32', 'fp2', 200, {'gpt': (3.0, 3.1),
+                                                                                        'x': (2.9, 3.0)})]
+    small = [{**r, 'data_dir': 'a/fp'} for r in small]
+    group, = report.transfer_groups(report.summary_rows(small + large + same_name)).values()
+    assert {r['shape'] for r in group} == {'1x32 (a/fp)', '1x32 (b/fp)', '2x64'}
+
+
+def test_rows_a_table_would_show_alike_get_labels_of_their_own():
+    """Three settings of one config at one size and budget, two of them differing only in their fourth
+    differing setting: every label is its own (all the fields where three do not tell them apart)."""
+    base = dict(beta2=0.99, dropout=0.0, grad_clip=1.0, weight_decay=0.1)
+    rows = report.summary_rows([record('gpt', 1, 2.0, **base), record('gpt', 1, 2.1, **{**base, 'weight_decay': 0.2}),
+                                record('gpt', 1, 2.2, beta2=0.95, dropout=0.1, grad_clip=0.5, weight_decay=0.1)])
+    labels = [r['label'] for r in rows]
+    assert len(set(labels)) == 3 and all('weight_decay=' in l for l in labels), labels
+
+
+def test_plots_that_would_share_a_name_are_numbered(tmp_path, capsys):
+    """Four corpora in folders of one name at one size: four tables, four plots, none drawn over
+    another and no name grown by repeated suffixes."""
+    recs = [{**record(name, seed, 2.0 + seed / 10, data=d[0]), 'data_dir': d}
+            for d in ('a/txt', 'b/txt', 'c/txt', 'd/txt') for name in ('gpt', 'x') for seed in (1, 2)]
+    (tmp_path / 'r.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    sweep.main(['--report', f'--results={tmp_path / "r.jsonl"}', f'--png={tmp_path / "p.png"}'])
+    names = [l.split('plot: ')[1] for l in capsys.readouterr().err.splitlines() if l.startswith('plot: ')]
+    if names:  # (matplotlib installed)
+        assert len(set(names)) == 4 and not any('-2-2' in n for n in names), names
