@@ -107,10 +107,9 @@ def parse_record(line, kind):
             continue
         missing = ([k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict)
                    else ['key'])
-        if not missing and r.get('kind', kind) == kind:
-            return r, start
-        return None, (f"a {r['kind']} record" if isinstance(r, dict) and 'kind' in r
-                      else f"it lacks {missing[0]!r}")
+        if isinstance(r, dict) and r.get('kind', kind) != kind:
+            return None, f"a {r['kind']} record"
+        return (r, start) if not missing else (None, f"it lacks {missing[0]!r}")
     return None, 'not JSON'
 
 

@@ -404,8 +404,12 @@ def test_a_record_glued_to_a_cut_short_line_is_read(tmp_path, capsys):
     assert [r['seed'] for r in stats.read_results(str(path))] == [2, 3]
     assert 'line 1 starts with 30 bytes of a record cut short' in capsys.readouterr().err
     path.write_text('{"kind": "sweep", "oops": 1}\n')  # not a record at all: still an error
-    with pytest.raises(UsageError, match="line 1 is not a sweep results record"):
+    with pytest.raises(UsageError, match="line 1 is not a sweep results record .it lacks 'key'"):
         stats.read_results(str(path))
+    for field in ('val_loss', 'config', 'seed'):  # a record lacking a field a report needs: named
+        path.write_text(json.dumps({k: v for k, v in record('gpt', 1, 2.0).items() if k != field}) + '\n')
+        with pytest.raises(UsageError, match=f"line 1 is not a sweep results record .it lacks '{field}'"):
+            stats.read_results(str(path))
 
 
 def test_two_records_of_one_run_are_read_once_and_said(tmp_path, capsys):
