@@ -233,7 +233,7 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
         raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
-                         "python train.py configs/quick.py: about two minutes on a CPU) or pass "
+                         "python train.py configs/quick.py: about a minute on a CPU) or pass "
                          "--out_dir=the/run")
     finished = [p for p in runs if (peek(p) or {}).get('finished')]
     chosen = (finished or runs)[0]
