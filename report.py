@@ -272,7 +272,7 @@ def plot_sweep(rows, png, title=None):
                         f"{row['label']} (lr {row['lr']:g}, n={row['n']})")
     suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
     return save_png(fig, png, axes, ('tokens', 'training FLOPs'),
-                    'val loss (mean over seeds; band: 95% CI)')
+                    'val loss, nats/token (mean over seeds; band: 95% CI)')
 
 
 def plot_scaling(rows, png, title=None):
@@ -298,7 +298,7 @@ def plot_scaling(rows, png, title=None):
     suptitle(fig, f"{title or 'final val loss against training FLOPs'} "
                   f"({n_text([r['n'] for r in rows])}; bars: sd)")
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'],
-                    'final val loss')
+                    'final val loss (nats/token)')
 
 
 # -----------------------------------------------------------------------------
@@ -652,7 +652,7 @@ def plot_runs(run_dirs, png):
         for ax, key in zip(axes, ('tokens', 'train_s')):
             xs = [r.get(key, r.get('elapsed_s', 0)) for r in evals]
             plot_curves(ax, xs, [[r['val_loss'] for r in evals]], label)
-    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss')
+    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss (nats/token)')
 
 
 def sweep_report(sweep, results_path, png, only=None):
@@ -665,6 +665,10 @@ def sweep_report(sweep, results_path, png, only=None):
     if not records:
         raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
     rows = with_time(summary_rows(records))
+    if sweep.quick:
+        print("note: --quick checks the machinery: toy runs like its own resolve no gap and tune "
+              "no lr (intervals from 2 seeds are wide); compare with a real sweep (README)",
+              file=sys.stderr)
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
     say = (lambda *a: None) if sweep.json else print

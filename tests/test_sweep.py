@@ -1008,3 +1008,12 @@ def test_plots_that_would_share_a_name_are_numbered(tmp_path, capsys):
     names = [l.split('plot: ')[1] for l in capsys.readouterr().err.splitlines() if l.startswith('plot: ')]
     if names:  # (matplotlib installed)
         assert len(set(names)) == 4 and not any('-2-2' in n for n in names), names
+
+
+def test_a_quick_report_says_its_toy_runs_resolve_nothing(tmp_path, capsys):
+    path = tmp_path / 'r.jsonl'
+    path.write_text(''.join(json.dumps(record(c, s, 2.0 + s / 10)) + '\n' for c in ('gpt', 'x') for s in (1, 2)))
+    report.sweep_report(sweep.SweepConfig(quick=True), str(path), str(tmp_path / 'p.png'))
+    assert capsys.readouterr().err.count('--quick checks the machinery: toy runs like its own resolve no gap') == 1
+    report.sweep_report(sweep.SweepConfig(), str(path), str(tmp_path / 'p.png'))
+    assert '--quick' not in capsys.readouterr().err
