@@ -379,7 +379,7 @@ def regime_tables(rs):
                           for v in budgets] for name in names if config_of[name] != ref]
         noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
         out += ['', f"Gap to {ref} (nats/byte; below 0: better than {ref}), paired by seed, ± its "
-                    "95% t interval; (holds 0): the interval cannot tell the sign", '',
+                    "95% t interval; (spans 0): the interval cannot tell the sign", '',
                 markdown_table(body, head)] + (['', noise] if noise else [])
     return '\n'.join(out).rstrip()
 
@@ -564,8 +564,9 @@ def change_marks(cells, y, paired=False):
     """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (the
     signs differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and
     the change (later - first, ± its 95% interval: contrast()); '–' where either has none. A word
-    is '(unresolved)' unless both intervals tell their signs and, for 'halves' ('doubles'), that of
-    2 * later - first (later - 2 * first) excludes 0: a doubling in the means alone is not one."""
+    is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' intervals (their signs);
+    'halves' ('doubles'), that of 2 * later - first (later - 2 * first), whatever a sign; 'holds',
+    both signs and both of those (neither a halving nor a doubling is left)."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -573,10 +574,11 @@ def change_marks(cells, y, paired=False):
             continue
         word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
                 else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
-        resolved = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-        if resolved and word in ('halves', 'doubles'):
-            resolved = not holds_zero(*(contrast(a, b, y, 1, 2, paired) if word == 'halves' else
-                                        contrast(a, b, y, 2, 1, paired)))
+        signs = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
+        halving, doubling = (not holds_zero(*contrast(a, b, y, ka, kb, paired))
+                             for ka, kb in ((1, 2), (2, 1)))
+        resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
+                    'holds': signs and halving and doubling}[word]
         delta, half = contrast(a, b, y, 1, 1, paired)
         out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
                    + (f" ± {half:.4f}" if half is not None else ''))

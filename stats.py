@@ -325,11 +325,11 @@ def holds_zero(mean, half):
 
 
 def gap_text(mean, half, n, digits=4):
-    """'-0.0512 ± 0.0210 (n=3)', '… (holds 0)' when the interval does, '+0.0100 (n=1)'."""
+    """'-0.0512 ± 0.0210 (n=3)', '… (spans 0)' when the interval does, '+0.0100 (n=1)'."""
     if half is None:
         return f"{mean:+.{digits}f} (n={n})"
     return (f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})"
-            + (' (holds 0)' if holds_zero(mean, half) else ''))
+            + (' (spans 0)' if holds_zero(mean, half) else ''))
 
 
 def spread_text(mean, std, n):

@@ -202,10 +202,10 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
     assert (gmlp['lr'], gmlp['n']) == (1e-3, 2) and gmlp['val'] == pytest.approx(1.41)
     # paired by seed (each seed evaluates every config on the same val batches): seeds 1 and 2 give
     # -0.07 and -0.04; gpt's seed 3 has no partner
-    # ± the 95% t interval with 1 degree of freedom: 12.706 x s.e. 0.015 = 0.1906, which holds 0
+    # ± the 95% t interval with 1 degree of freedom: 12.706 x s.e. 0.015 = 0.1906, which spans 0
     assert gmlp['gap'] == pytest.approx(-0.055)
     assert gmlp['gap_half'] == pytest.approx(12.7062 * 0.015, rel=1e-4) and gmlp['gap_n'] == 2
-    assert gmlp['vs_gpt'] == '-0.0550 ± 0.1906 (n=2) (holds 0)'
+    assert gmlp['vs_gpt'] == '-0.0550 ± 0.1906 (n=2) (spans 0)'
     out = capsys.readouterr().out
     assert '(4x128, adamw, max_iters=2000 in every row)' in out  # said once, not a column
     assert '| gmlp | 1,000 | 0.001 (best of 2 on seeds 1-2; bottom of grid: --extend_lr) | 1.4100 ± 0.0141 (n=2) |' in out

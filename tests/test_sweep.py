@@ -133,8 +133,8 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
     assert '| y | #3 2.9000 ± 0.1414 (n=2), lr 0.001 | – |' in first
     to_gpt, to_llama = text.split('Gap to gpt')[1].split('Gap to llama')
     # (2.6-2.9, 2.9-3.1): -0.25 ± 12.706 x 0.05; (1.7-2.0, 2.0-2.2) alike
-    assert '| x | -0.2500 ± 0.6353 (n=2) (holds 0) | -0.2500 ± 0.6353 (n=2) (holds 0) |' in to_gpt
-    assert '| x | +0.1500 ± 0.6353 (n=2) (holds 0) | -0.1500 ± 0.6353 (n=2) (holds 0) |' in to_llama
+    assert '| x | -0.2500 ± 0.6353 (n=2) (spans 0) | -0.2500 ± 0.6353 (n=2) (spans 0) |' in to_gpt
+    assert '| x | +0.1500 ± 0.6353 (n=2) (spans 0) | -0.1500 ± 0.6353 (n=2) (spans 0) |' in to_llama
     assert '| gpt |' in to_llama and '| gpt |' not in to_gpt
     ends = {l.split(' | ')[0][2:]: l.split(' | ')[1] for l in report.ends_table(rs).splitlines()[2:]}
     # x ran one lr (no grid): said so; y has no run at the largest budget
@@ -172,7 +172,7 @@ def test_t_quantiles_and_intervals_have_their_known_values():
     assert (mean, n) == (2.0, 3) and half == pytest.approx(4.3027 / 3 ** 0.5, abs=1e-4)
     assert stats.interval([5.0]) == (5.0, None, 1)
     assert stats.gap_text(-0.1, 0.05, 3) == '-0.1000 ± 0.0500 (n=3)'
-    assert stats.gap_text(-0.05, 0.05, 3) == '-0.0500 ± 0.0500 (n=3) (holds 0)'  # 0 on its edge: held
+    assert stats.gap_text(-0.05, 0.05, 3) == '-0.0500 ± 0.0500 (n=3) (spans 0)'  # 0 on its edge: held
     assert stats.gap_text(0.01, None, 1) == '+0.0100 (n=1)'
 
 
@@ -266,7 +266,7 @@ def test_records_scored_on_another_val_set_are_never_averaged_with_one_val_set(t
 
 def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes():
     """Two shapes, budgets at matching tokens per parameter (1.25x apart at most): each config's gap at
-    each shape and its change: holds, flips, halves, doubles; '(unresolved)' where an interval holds 0."""
+    each shape and its change: holds, flips, halves, doubles; '(unresolved)' where an interval spans 0."""
     recs = []
     small = {'gpt': (3.0, 3.1, 3.2), 'a': (2.8, 2.9, 3.0), 'b': (2.9, 3.0, 3.1), 'c': (2.95, 3.05, 3.15),
              'd': (2.9, 3.15, 3.1)}
@@ -291,7 +291,7 @@ def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes()
     assert line['a', '20.0'].endswith('| holds; Δ +0.0000 ± 0.0000 |')     # -0.2 at both
     assert line['b', '20.0'].endswith('| flips; Δ +0.2000 ± 0.0000 |')     # -0.1, then +0.1
     assert line['c', '20.0'].endswith('| halves; Δ +0.0300 ± 0.0000 |')    # -0.05, then -0.02
-    # d: (-0.1, +0.05, -0.1) holds 0 at the small shape (-0.05, sd 0.0866, ± 4.303 x 0.05 = 0.2151), then
+    # d: (-0.1, +0.05, -0.1) spans 0 at the small shape (-0.05, sd 0.0866, ± 4.303 x 0.05 = 0.2151), then
     # -0.2 with no spread: doubles, unresolved; Welch's df is 2 here, its half-width the small side's
     assert line['d', '20.0'].endswith('| doubles (unresolved); Δ -0.1500 ± 0.2151 |')
 def shape_records(size, data, budget, losses, **settings):
@@ -902,21 +902,32 @@ def test_a_doubling_or_halving_is_called_only_where_its_interval_resolves_it():
     # -0.08, -0.08: -0.12, sd 0.0693, ± 4.303 x 0.04 = 0.1721. y: -0.10, -0.11, -0.09 -> -0.30, -0.32,
     # -0.28: exactly double on every seed (later - 2 x first: -0.10 each, no spread): resolved; change
     # -0.20, -0.21, -0.19: ± 4.303 x 0.01 / sqrt(3) = 0.0248.
-    gaps = {'wsd': {'x': (-0.10, -0.12, -0.08), 'y': (-0.10, -0.11, -0.09)},
-            'cosine': {'x': (-0.30, -0.20, -0.16), 'y': (-0.30, -0.32, -0.28)}}
+    # h: -0.10 -> -0.06 (|later| above half of first: 'holds' by the means), both signs resolved, but
+    # 2 x later - first per seed -0.02, +0.02, -0.06 (mean -0.02, sd 0.04, ± 0.0994) spans 0: a halving is
+    # left, so the hold is unresolved. s: -0.20 -> -0.02 with the later sign not told (sd 0.02, ± 0.0497),
+    # but 2 x later - first per seed +0.16, +0.21, +0.11 (mean 0.16, sd 0.05, ± 0.1242) excludes 0: it
+    # halves, resolved. k: -0.10 -> -0.15, 2 x later - first -0.20, -0.23, -0.17 and later - 2 x first
+    # +0.05 each: a resolved hold.
+    gaps = {'wsd': {'x': (-0.10, -0.12, -0.08), 'y': (-0.10, -0.11, -0.09), 'h': (-0.10, -0.12, -0.08),
+                    's': (-0.20, -0.21, -0.19), 'k': (-0.10, -0.11, -0.09)},
+            'cosine': {'x': (-0.30, -0.20, -0.16), 'y': (-0.30, -0.32, -0.28), 'h': (-0.06, -0.05, -0.07),
+                       's': (-0.02, 0.00, -0.04), 'k': (-0.15, -0.17, -0.13)}}
     recs = []
     for sched, base in (('wsd', (2.0, 2.1, 2.2)), ('cosine', (2.1, 2.2, 2.3))):
         for seed, v in enumerate(base, 1):
             recs.append({**record('gpt', seed, v, budget=100, lr_schedule=sched), 'schedule': sched})
-            for name in ('x', 'y'):
+            for name in gaps[sched]:
                 g = gaps[sched][name][seed - 1]
                 recs.append({**record(name, seed, v + g, budget=100, lr_schedule=sched), 'schedule': sched})
     group, = report.schedule_groups(report.summary_rows(recs)).values()
     text = report.schedule_tables(group)
     assert '| x | -0.1000 ± 0.0497 (n=3) | -0.2200 ± 0.1791 (n=3) | doubles (unresolved); Δ -0.1200 ± 0.1721 |' in text
     assert '| y | -0.1000 ± 0.0248 (n=3) | -0.3000 ± 0.0497 (n=3) | doubles; Δ -0.2000 ± 0.0248 |' in text
+    assert '| h | -0.1000 ± 0.0497 (n=3) | -0.0600 ± 0.0248 (n=3) | holds (unresolved); Δ +0.0400 ± 0.0745 |' in text
+    assert '| s | -0.2000 ± 0.0248 (n=3) | -0.0200 ± 0.0497 (n=3) (spans 0) | halves; Δ +0.1800 ± 0.0745 |' in text
+    assert '| k | -0.1000 ± 0.0248 (n=3) | -0.1500 ± 0.0497 (n=3) | holds; Δ -0.0500 ± 0.0248 |' in text
     # across shapes the same gaps are unrelated runs: Welch's interval. x's change: -0.12, its s.e.
-    # sqrt(0.02^2/3 + 0.0721^2/3) = 0.0432 on df 2.306: ± 0.1642; its doubling's test (df 3.124) holds 0
+    # sqrt(0.02^2/3 + 0.0721^2/3) = 0.0432 on df 2.306: ± 0.1642; its doubling's test (df 3.124) spans 0
     small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1, 3.2), 'x': (2.90, 2.98, 3.12), 'y': (2.90, 2.99, 3.11)})
     large = shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6, 2.7), 'x': (2.20, 2.40, 2.54), 'y': (2.20, 2.28, 2.42)})
     group, = report.transfer_groups(report.summary_rows(small + large)).values()
@@ -1017,3 +1028,20 @@ def test_a_quick_report_says_its_toy_runs_resolve_nothing(tmp_path, capsys):
     assert capsys.readouterr().err.count('--quick checks the machinery: toy runs like its own resolve no gap') == 1
     report.sweep_report(sweep.SweepConfig(), str(path), str(tmp_path / 'p.png'))
     assert '--quick' not in capsys.readouterr().err
+
+
+def test_a_hold_that_may_have_halved_is_unresolved_across_shapes():
+    """The audit's case: llama - gpt at 2.6 tokens per parameter, 3x96 -> 4x128, -0.5371 ± 0.0302 then
+    -0.3384 ± 0.0781 (3 seeds each): both signs resolved and |later| above half, but 2 x later - first is
+    -0.1397 with Welch's interval ± 0.149 (by hand: s.e. sqrt(4 x 0.03144^2 / 3 + 0.01216^2 / 3) = 0.0370,
+    df 2.3): a halving is not ruled out, so the hold is unresolved."""
+    def row(mean, sd):
+        by_seed = {1: mean - sd, 2: mean, 3: mean + sd}  # sd exactly `sd`
+        return {'gap': mean, 'gap_half': stats.interval(list(by_seed.values()))[1], 'gap_by_seed': by_seed}
+    a, b = row(-0.5371, 0.01216), row(-0.3384, 0.03144)
+    mean, half = report.contrast(a, b, 'gap', 1, 2, paired=False)
+    assert mean == pytest.approx(-0.1397) and half == pytest.approx(0.149, abs=0.002)
+    mark, = report.change_marks([a, b], 'gap')
+    assert mark.startswith('holds (unresolved); Δ +0.1987 ± ')
+    mark, = report.change_marks([a, row(-0.45, 0.005)], 'gap')  # neither a halving nor a doubling left
+    assert mark.startswith('holds; Δ +0.0871 ± ')
