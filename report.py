@@ -37,8 +37,10 @@ def pyplot():
 
 
 def suptitle(fig, text, width=110):
-    """A figure's title, wrapped to lines that fit it."""
+    """A figure's title, wrapped to lines that fit it; a corpus's hash is for tables, not titles."""
+    import re
     import textwrap
+    text = re.sub(r' \(sha256 [0-9a-f]+\)|, sha256 [0-9a-f]+', '', text)
     fig.suptitle(textwrap.fill(text, width), fontsize=10)
 
 

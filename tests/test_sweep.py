@@ -1045,3 +1045,15 @@ def test_a_hold_that_may_have_halved_is_unresolved_across_shapes():
     assert mark.startswith('holds (unresolved); Δ +0.1987 ± ')
     mark, = report.change_marks([a, row(-0.45, 0.005)], 'gap')  # neither a halving nor a doubling left
     assert mark.startswith('holds; Δ +0.0871 ± ')
+
+
+def test_a_plot_title_carries_no_hash():
+    """A plot's title names the corpus in words; its hash (which a table keeps) is left out."""
+    class Fig:
+        def suptitle(self, text, fontsize):
+            self.text = text
+    fig = Fig()
+    report.suptitle(fig, 'stdlib (cpython 3.11.7, sha256 b2b8c56a8024) in data/stdlib_byte, size 3x96')
+    assert fig.text == 'stdlib (cpython 3.11.7) in data/stdlib_byte, size 3x96'
+    report.suptitle(fig, 'text (sha256 b2b8c56a8024) in data/x')
+    assert fig.text == 'text in data/x'
