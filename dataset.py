@@ -192,7 +192,7 @@ def load_tokenizer(meta, *, ranks_file='', look_in=()):
         if ranks_file and not os.path.isfile(ranks_file):
             raise UsageError(f"--ranks_file={ranks_file!r} not found (or not a regular file)")
         if ranks_file and sha:
-            if hashlib.sha256(pathlib.Path(ranks_file).read_bytes()).hexdigest() != sha:
+            if sha256_file(ranks_file) != sha:
                 raise UsageError(f"--ranks_file={ranks_file!r} is not {name}'s ranks (its sha256 "
                                  f"is not {sha[:12]}...); pass the {name}.tiktoken ranks file")
         path = ranks_file or (find_ranks_file(sha, look_in) if sha else None)
@@ -204,11 +204,20 @@ def load_tokenizer(meta, *, ranks_file='', look_in=()):
                      "rerun prepare.py")
 
 
+def sha256_file(path):
+    """The hex sha256 of a file's bytes, read a MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            h.update(block)
+    return h.hexdigest()
+
+
 def find_ranks_file(sha256, folders):
     """The first *.tiktoken file in `folders` whose contents have this sha256, or None."""
     for folder in folders:
         for path in sorted(glob.glob(os.path.join(folder, '*.tiktoken'))):
-            if sha256 and hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest() == sha256:
+            if sha256 and sha256_file(path) == sha256:
                 return path
     return None
 

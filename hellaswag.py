@@ -53,7 +53,6 @@ def read_hellaswag(path, limit=0):
 if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
-import hashlib
 import json
 import sys
 import time
@@ -64,6 +63,7 @@ import torch
 from torch.nn import functional as F
 
 from configurator import UsageError, atomic_write, parse_config, regular_file, require, run_main
+from dataset import sha256_file
 from guards import load_checkpoint, model_from_checkpoint, resolve_device
 from sample import checkpoint_path, tokenizer_for
 from train import DTYPES, Distributed, autocast_context, resolve_dtype
@@ -166,8 +166,7 @@ def main(argv):
         counts = [sum(p == y for p, _, y in mine), sum(q == y for _, q, y in mine), len(mine)]
         counts = torch.tensor(counts, dtype=torch.float64, device=device)
         acc, acc_norm, n = procs.all_reduce(counts).tolist()
-    with open(path, 'rb') as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    sha = sha256_file(path)
     result = dict(task=cfg.task, acc=acc / n, acc_norm=acc_norm / n, n=int(n), checkpoint=ckpt_path,
                   iter=ckpt.get('iter_num'), input=path, input_sha256=sha, limit=cfg.limit,
                   seconds=time.time() - t0, device=device, dtype=dtype)

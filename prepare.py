@@ -51,7 +51,8 @@ import numpy as np
 
 from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
 from dataset import (PREPARED, ByteTokenizer, CharTokenizer, DatasetWriter, ShardError,
-                     TiktokenTokenizer, load_shard, makedirs, tiktoken_by_name, tiktoken_from_file)
+                     TiktokenTokenizer, load_shard, makedirs, sha256_file, tiktoken_by_name,
+                     tiktoken_from_file)
 
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
@@ -201,14 +202,6 @@ def blocks(doc, start, end):
                 raise UsageError(f"{doc.path} shrank while being read")
             start += len(block)
             yield block
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            h.update(block)
-    return h.hexdigest()
 
 
 def pydoc_corpus():

@@ -48,11 +48,10 @@ except ImportError:  # Windows: no flock, so no claims (one sweep per results fi
 
 from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder,
                           numbers, parse_config, require, run_main, split_flags)
-from dataset import fingerprint, open_dataset, read_meta
+from dataset import fingerprint, open_dataset, read_meta, sha256_file
 from guards import peek, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
-from prepare import sha256_file
 from report import markdown_table, plot_runs, sweep_report
 from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr, check_writable,
                    read_results, record_of, run_id, run_summary, setting, tuned_lrs)
