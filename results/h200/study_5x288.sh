@@ -6,15 +6,14 @@
 # (default 3, three runs each: about 8 runs at once): for each config a WSD lr grid at seed 1 (extended until the best is inside),
 # then seeds 2 and 3 at the best; gpt and llama also under cosine at the top budget (grid at seed 1, seed 2
 # at its best). A pipeline, or a later sweep of one, starts only while STAGE_S seconds remain before the
-# deadline (default 420: the first session ran about 115 iterations a second over all runs at once, so 12
-# WSD runs to 3,125 iterations and their cooldowns, 3,710 each, take about 390 s), so that what starts can
-# finish, and only when its previous sweep ended whole (a grid cut short tunes no seeds). A stopped
+# deadline (default 480: on an H100 with 9 compiled runs at once a grid's 15 runs took 7.3-7.9 minutes,
+# results/h200/study_2026-11-26_h100.txt), so that what starts can finish, and only when its previous sweep ended whole (a grid cut short tunes no seeds). A stopped
 # constant-lr run starts over in the next session (its checkpoint goes with the machine).
 # Each session continues from the committed records. The work folder is OUT's own: two studies with
 # different OUT share nothing, and a stop of one never stops the other or a later one.
 # Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
 set -u
-OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-3}; STAGE_S=${STAGE_S:-420}; T0=$(date +%s)
+OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-3}; STAGE_S=${STAGE_S:-480}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 S=/tmp/study-$(echo "$OUT" | sha256sum | cut -c1-12); rm -rf "$S"; mkdir -p "$S/logs"
