@@ -850,28 +850,25 @@ def test_a_report_on_a_committed_results_file_writes_no_new_file_there(tmp_path)
     assert r.returncode == 0 and len(list(tmp_path.glob('p*.png'))) >= 1
 
 
-def test_readme_tables_are_the_reports_of_the_committed_records():
-    """Every table README.md marks as drawn from a results file is what the report prints from that file
-    today: `<!-- ends_table FILE SIZE SCHEDULE -->` ... `<!-- end -->` holds results.ends_table of the
-    regime group at that size and schedule. A committed record changed, or a table edited by hand,
-    fails here."""
-    import re
-    text = open(os.path.join(HERE, 'README.md'), encoding='utf-8').read()
-    blocks = re.findall(r'<!-- ends_table (\S+) (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S)
-    assert blocks, 'README.md has no table marked as drawn from a results file'
-    for path, size, schedule, table in blocks:
-        rows = report.summary_rows(stats.read_results(os.path.join(HERE, path)))
-        group = [rs for rs in report.regime_groups(rows).values()
-                 if rs[0]['size'] == size and rs[0]['schedule'] == schedule]
-        assert len(group) == 1, f"{path} has no one regime group at {size}, {schedule}"
-        assert table.strip() == report.ends_table(group[0]), f"README.md's table from {path} is not its report"
-    # `<!-- transfer_table FILE,FILE SCHEDULE -->`: the transfer view over those files' records (sweep.py
-    # --report --results=FILE,FILE), its one group under that schedule
-    for paths, schedule, table in re.findall(r'<!-- transfer_table (\S+) (\S+) -->\n(.*?)\n<!-- end -->', text, re.S):
-        rows = report.summary_rows(stats.read_many([os.path.join(HERE, p) for p in paths.split(',')]))
-        group = [rs for rs in report.transfer_groups(rows).values() if rs[0]['schedule'] == schedule]
-        assert len(group) == 1, f"{paths} has no one transfer group under {schedule}"
-        assert table.strip() == report.transfer_tables(group[0]), f"README.md's transfer table from {paths} is not its report"
+def test_the_docs_tables_are_the_reports_of_the_committed_records():
+    """Every table README.md and RESULTS.md mark as drawn from results files (`<!-- report FILES
+    "WORDS" P-Q -->` ... `<!-- end -->`, tests/doc_tables.py) is what `sweep.py --report` prints from
+    those files today: a committed record changed, or a table edited by hand, fails here (`python
+    tests/doc_tables.py --write` redraws them). RESULTS.md's section 1 is drawn whole: no table there
+    stands outside a block."""
+    import doc_tables
+    for doc in doc_tables.DOCS:
+        found = doc_tables.blocks(doc)
+        assert found, f"{doc} has no table marked as drawn from a results file"
+        for paths, words, first, last, text in found:
+            want = doc_tables.expected(paths, words, first, last)
+            assert text.strip('\n') == want, (f"{doc}'s table from {paths} ({words}, paragraphs "
+                                              f"{first}-{last}) is not its report: python tests/doc_tables.py --write")
+    results = open(os.path.join(HERE, 'RESULTS.md'), encoding='utf-8').read()
+    section1 = results[results.index('\n## 1. '):results.index('\n## 2. ')]
+    outside = re.sub(r'<!-- report .*?<!-- end -->', '', section1, flags=re.S)
+    tables = [line for line in outside.splitlines() if line.startswith('| config')]
+    assert not tables, f"RESULTS.md section 1 has tables outside a report block: {tables}"
 
 
 def test_the_schedule_view_compares_each_gap_under_each_schedule():
