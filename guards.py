@@ -7,6 +7,7 @@ to open this file to follow one step, a checkpoint or a batch.
 """
 import dataclasses
 import json
+import logging
 import math
 import os
 import re
@@ -78,8 +79,7 @@ class StopSignals:
         return bool(self.received)
 
     def exit(self, where, *, announce):
-        """Say which signal stopped the run `where`, and exit with 128 + its number, as a shell
-        does."""
+        """Say which signal stopped the run `where`; exit with 128 + its number, as a shell does."""
         signum = (self.received or [signal.SIGTERM])[0]  # or another process's signal
         if announce:
             print(f"stopped by {signal.Signals(signum).name} {where}")
@@ -88,16 +88,10 @@ class StopSignals:
 
 def duration(seconds):
     """4.2s, 42s, 1m32s, 5h03m, 3d04h: a duration at the precision an ETA deserves."""
-    if seconds < 9.95:
-        return f"{seconds:.1f}s"
     s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return (f"{seconds:.1f}s" if seconds < 9.95 else f"{s}s" if s < 60 else
+            f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+            if s < 86400 else f"{s // 86400}d{s % 86400 // 3600:02d}h")
 
 
 class Progress:
@@ -146,8 +140,7 @@ class Progress:
 
     def status(self, iter_num, train_s, s_per_iter):
         """'iter 250/2000 (12%)', or 'iter 250 (41% of max_seconds)', and 'ETA 1m32s' after step
-        iter_num (counted from 0, as log.jsonl counts them): the line counts the steps done, 250
-        after step 249."""
+        iter_num (counted from 0, as log.jsonl counts them): the steps done, 250 after step 249."""
         done = iter_num + 1
         iters, budget = self.left(done, train_s, s_per_iter)
         if budget == 'max_seconds':
@@ -185,8 +178,7 @@ def config_text(config, width=100):
 
 
 def say_start(cfg, procs, accum, model, peak, switch, state, progress, micro_s):
-    """What the run is, in its first lines (the master process); from one timed micro-step, a
-    warning when it would take hours on a CPU."""
+    """What the run is, in its first lines (master); a warning when it would take hours on a CPU."""
     rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
         f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
         f"{procs.world * accum}, a multiple of {procs.world} processes)")
@@ -234,6 +226,25 @@ def sync_device(device_type):
         torch.mps.synchronize()
 
 
+@contextmanager
+def compile_cache(compiling):
+    """torch.compile's first call: a cache entry cut short (a compile stopped part-way) is compiled
+    afresh without torch's traceback, and a compile it breaks is one line naming the folder."""
+    from torch._dynamo.exc import TorchDynamoException
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    log = logging.getLogger('torch._inductor.codecache')  # its warnings carry tracebacks
+    level = log.level
+    log.setLevel(logging.ERROR if compiling else level)
+    try:
+        yield
+    except TorchDynamoException if compiling else () as e:
+        why = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)[:200]
+        raise UsageError(f"torch.compile failed ({why}); a compile stopped part-way can leave its "
+                         f"cache cut short: remove {cache_dir()} and rerun, or leave out --compile")
+    finally:
+        log.setLevel(level)
+
+
 def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
     """One forward + backward before the clock starts, then undone (gradients, and the random
     generators the step drew from: dropout's): compiling happens here, and is not training time; the
@@ -245,9 +256,10 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
     with torch.random.fork_rng(devices=devices), (model.no_sync() if procs.ddp else nullcontext()):
         sync_device(X.device.type)
         t0 = time.time()
-        with ctx:
-            _, loss = model(X, Y)
-        scaler.scale(loss).backward()
+        with compile_cache(compiling):
+            with ctx:
+                _, loss = model(X, Y)
+            scaler.scale(loss).backward()
         sync_device(X.device.type)
         seconds = time.time() - t0
     optimizer.zero_grad(set_to_none=True)
@@ -347,8 +359,7 @@ def free_memory(device):
 
 def check_memory(cfg, device):
     """A UsageError, before anything is allocated, when the model's float32 weights, gradients and
-    AdamW moments (16 bytes a parameter; activations come on top) exceed the device's free memory: a
-    model that cannot fit is one line instead of the kernel killing the process with no message."""
+    AdamW moments (16 bytes a parameter; activations on top) exceed the device's free memory."""
     n = count_params(GPTConfig(**cfg.model_args()))
     need, free = 16 * n, free_memory(device)
     if free is not None and need > free:
@@ -361,8 +372,7 @@ def check_memory(cfg, device):
 class Unstoppable:
     """sys.stdout / sys.stderr for a run: a write or flush that fails because the reader went away
     (`train.py | tee log` with tee killed, `| head`, a closed terminal) points the stream's file at
-    /dev/null and goes on, so the run trains and saves as if nothing happened; log.jsonl and the
-    checkpoint are its record."""
+    /dev/null and goes on: the run trains and saves; log.jsonl and the checkpoint are its record."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -403,8 +413,7 @@ def keep_output_from_stopping_the_run():
 # what a checkpoint must be, and whether a run can resume it
 
 def load_checkpoint(path, device='cpu'):
-    """The checkpoint dict at `path` (tensors on `device`); a missing or unreadable file is a
-    UsageError."""
+    """The checkpoint dict at `path` (tensors on `device`); missing or unreadable: a UsageError."""
     if not os.path.isfile(path):
         raise UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}") from None
     try:
@@ -415,8 +424,7 @@ def load_checkpoint(path, device='cpu'):
                          "truncated, corrupt or not written by train.py; retrain, or restore a "
                          "good copy") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
-        raise UsageError(f"{path!r} is not a checkpoint written by train.py (no "
-                         "'model'/'model_args')")
+        raise UsageError(f"{path!r} is not a checkpoint train.py wrote (no 'model'/'model_args')")
     version = ckpt.get('format_version', 1)
     if type(version) is not int or version > CHECKPOINT_FORMAT:  # newer: fields would be dropped
         raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format "
@@ -441,8 +449,7 @@ FIELD_TYPES = {'model': dict, 'model_args': dict, 'config': dict, 'meta': (dict,
 
 
 def config_from_dict(d):
-    """A GPTConfig from a dict (model_args, config.json): missing fields take today's defaults,
-    fields GPTConfig no longer has are dropped."""
+    """A GPTConfig from a dict (model_args): missing fields take today's defaults, gone ones go."""
     known = {f.name for f in dataclasses.fields(GPTConfig)}
     try:
         return GPTConfig(**{k: v for k, v in d.items() if k in known})
@@ -587,8 +594,7 @@ class RunFiles:
             self.lock = lock_folder(self.out_dir, 'a run')
 
     def path(self, name):
-        """Where this run writes file `name`: out_dir, or out_dir/.new/ until its first
-        checkpoint."""
+        """Where this run writes file `name`: out_dir, or out_dir/.new/ until its first save."""
         return os.path.join(self.out_dir, *(['.new'] if self.staged else []), name)
 
     def open(self, start_iter, first_rows=()):
@@ -636,9 +642,8 @@ class RunFiles:
             self.write_row(row)
 
     def write_row(self, row):
-        """One JSON object per line; a value that is not a finite number (an MFU figured from a bad
-        peak) is written as null: NaN and Infinity are not JSON, and would stop every reader of the
-        log."""
+        """One JSON object per line; a value that is not a finite number (an MFU from a bad peak)
+        is written as null: NaN and Infinity are not JSON, and would stop the log's readers."""
         if not self.master:
             return
         row = {k: None if isinstance(v, float) and not math.isfinite(v) else v
@@ -703,14 +708,12 @@ class RunFiles:
 
     def what_is_kept(self, e):
         """What a failed write leaves: the previous run, or the last checkpoint, as it was."""
-        full = disk_full(e)
         if self.staged:
-            return f"the previous run in {self.out_dir} is kept as it was" + ("; free some space "
-                                                                              "and rerun" * full)
+            return (f"the previous run in {self.out_dir} is kept as it was"
+                    + "; free some space and rerun" * disk_full(e))
         if os.path.exists(self.ckpt_path):
-            return f"{self.ckpt_path} is kept as it was" + ("; free some space and resume with "
-                                                            "--init_from=resume"
-                                                           * full)
+            return (f"{self.ckpt_path} is kept as it was"
+                    + "; free some space and resume with --init_from=resume" * disk_full(e))
         return "no checkpoint was saved"
 
 
@@ -729,9 +732,9 @@ def say_moved(out_dir, kept):
 
 def swap(out_dir):
     """A run staged in out_dir/.new/ saved its first checkpoint there: link the previous run into
-    .old/, which becomes prev/ by one rename (or is dropped: moves_to_prev); rename .new/ .commit/
-    and move its files into out_dir. Always out_dir or prev/ holds the trained run whole, prev/
-    never a mix; each step can be taken again (settle). Whether the previous run went to prev/."""
+    .old/, which becomes prev/ by one rename (or is dropped: moves_to_prev); rename .new/ .commit/,
+    move its files into out_dir. out_dir or prev/ holds the trained run whole, prev/ never a mix;
+    each step can be taken again (settle). Whether the previous run went to prev/."""
     def p(*names):
         return os.path.join(out_dir, *names)
     keep = True
@@ -761,9 +764,8 @@ def swap(out_dir):
 
 
 def settle(out_dir):
-    """What a run killed mid-way left in out_dir: its temp files go; a .new/ without a checkpoint (a
-    run that saved none) goes; one with a checkpoint, or a .commit/, was committed: its swap is
-    finished."""
+    """What a run killed mid-way left in out_dir: its temp files go; a .new/ without a checkpoint
+    goes; one with a checkpoint, or a .commit/, was committed: its swap is finished."""
     shutil.rmtree(os.path.join(out_dir, '.gone'), ignore_errors=True)
     for name in os.listdir(out_dir):  # atomic_write's temp files of writers that died
         m = re.fullmatch(r'(?:ckpt\.pt|log\.jsonl|config\.json)\.tmp(\d+)(?:\.tmp\d+)*', name)

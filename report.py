@@ -126,6 +126,9 @@ def summary_rows(records):
             lr=lr, edge=edge, tuned=len(by_lr) >= 3 and edge is None, chosen_on=chosen_on,
             lr_text=f"{lr:g} ({how}" + (f"; {edge} of grid: --extend_lr)" if edge else ')'),
             val=mean, std=std, n=n, seeds=sorted(by_lr[lr]), values=[r['val_loss'] for r in at],
+            unit='nats/byte' if len(bpb) == n and all(  # byte-level: a token is a byte
+                abs(b * math.log(2) - r['val_loss']) < 1e-6 for b, r in zip(bpb, at))
+            else 'nats/token',
             val_pm=spread_text(mean, std, n),
             bpb_pm=spread_text(*mean_std(bpb)) if len(bpb) == n else None,
             grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
@@ -178,9 +181,10 @@ def shown(s, fields):
 SUMMARY_COLUMNS = [
     ('label', 'config', '{}'), ('size', 'size', '{}'), ('optimizer', 'opt', '{}'),
     ('budget', 'budget', '{}'), ('params_text', 'params', '{}'), ('lr_text', 'best lr', '{}'),
-    ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
-    ('vs_gpt', 'vs gpt: paired gap ± 95% CI', '{}'),
-    ('vs_llama', 'vs llama: paired gap ± 95% CI', '{}'),
+    ('val_pm', 'val loss ({unit}), mean ± sd over seeds', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'),
+    ('vs_gpt', 'vs gpt ({unit}): paired gap ± 95% CI', '{}'),
+    ('vs_llama', 'vs llama ({unit}): paired gap ± 95% CI', '{}'),
     ('tokens', 'tokens', '{:,.0f}'), ('flops', 'FLOPs', '{:.3g}'),
     ('time', 'train s / run s', '{}'), ('grid', 'mean val loss per lr', '{}'),
     ('hellaswag_pm', 'HellaSwag acc_norm, mean ± sd', '{}'),  # where the records have it
@@ -188,16 +192,22 @@ SUMMARY_COLUMNS = [
 SCALING_COLUMNS = [
     ('label', 'config', '{}'), ('size', 'size', '{}'), ('params', 'params', '{:,}'),
     ('budget', 'budget', '{}'), ('lr_text', 'best lr', '{}'), ('flops', 'training FLOPs', '{:.3g}'),
-    ('val_pm', 'val loss, mean ± sd over seeds', '{}'), ('bpb_pm', 'val bits per byte', '{}'),
-    ('multiplier', 'compute multiplier vs gpt', '{}'),
+    ('val_pm', 'val loss ({unit}), mean ± sd over seeds', '{}'),
+    ('bpb_pm', 'val bits per byte', '{}'), ('multiplier', 'compute multiplier vs gpt', '{}'),
 ]
+
+
+def unit(rs, columns=None):
+    """The loss unit of rows (or columns' headers in it): nats/byte on a byte-level corpus."""
+    u = ' or '.join(sorted({r['unit'] for r in rs}))
+    return u if columns is None else [(k, h.format(unit=u), f) for k, h, f in columns]
 
 
 def table(rows):
     """A markdown table of rows compared on one setting: no column whose cells are all empty; one
     that repeats a value in every row (size, optimizer, budget) is named above the table instead."""
     columns, same = [], []
-    for key, header, fmt in SUMMARY_COLUMNS:
+    for key, header, fmt in unit(rows, SUMMARY_COLUMNS):
         cells = {fmt.format(r[key]) if r.get(key) is not None else None for r in rows}
         if cells == {None}:
             continue
@@ -335,8 +345,7 @@ def eval_noise_line(rs, suffix):
 
 def ends_table(rs):
     """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a
-    regime group (paired by seed, ± 95% t interval, n), and its best lr at the largest; configs in
-    the order of their val loss there. README's table, checked by test_sweep.py."""
+    regime group (paired by seed, ± 95% t interval, n), its best lr at the largest; by loss."""
     tpp = tokens_per_param(rs)
     lo, hi = min(tpp), max(tpp)
     cell = {(r['label'], r['budget_value']): r for r in rs}
@@ -352,7 +361,8 @@ def ends_table(rs):
         body.append([n, best] + [cell[n, v].get(f"vs_{ref}", '–') if (n, v) in cell else '–'
                                  for ref in refs for v in (lo, hi)])
     return markdown_table(body, ['config', f"best lr at {tpp[hi]:.1f}"]
-                          + [f"vs {ref} at {tpp[v]:.1f}" for ref in refs for v in (lo, hi)])
+                          + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})"
+                             for ref in refs for v in (lo, hi)])
 
 
 def regime_tables(rs):
@@ -373,15 +383,15 @@ def regime_tables(rs):
     body = [[name] + [f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
                       + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
                       if (name, v) in cell else '–' for v in budgets] for name in names]
-    out = ["Val loss (nats/byte) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
+    out = [f"Val loss ({unit(rs)}) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
            f"tokens per parameter ({rs[0]['kind']})", '', markdown_table(body, head)]
     config_of = {r['label']: r['config'] for r in rs}
     for ref in references(rs):
         body = [[name] + [cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–'
                           for v in budgets] for name in names if config_of[name] != ref]
         noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
-        out += ['', f"Gap to {ref} (nats/byte; below 0: better than {ref}), paired by seed, ± its "
-                    "95% t interval; (spans 0): the interval cannot tell the sign", '',
+        out += ['', f"Gap to {ref} ({unit(rs)}; below 0: better than {ref}), paired by seed, "
+                    "± its 95% t interval; (spans 0): the interval cannot tell the sign", '',
                 markdown_table(body, head)] + (['', noise] if noise else [])
     return '\n'.join(out).rstrip()
 
@@ -425,8 +435,8 @@ def plot_regime(rs, png, title):
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
     suptitle(fig, f"{title} ({n_text([r['n'] for r in rs])}; band: 95% CI)")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
-                    'val loss (nats/byte)' if refs == [None]
-                    else 'val loss gap (nats/byte), paired by seed')
+                    f'val loss ({unit(rs)})' if refs == [None]
+                    else f'val loss gap ({unit(rs)}), paired by seed')
 
 
 # -----------------------------------------------------------------------------
@@ -458,7 +468,7 @@ def schedule_tables(rs):
         return ''
     out = [markdown_table([[n] + [f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}"
                                   if (n, s) in cell else '–' for s in scheds] for n in names],
-                          ['config'] + [f"{s}: best lr, val loss" for s in scheds])]
+                          ['config'] + [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds])]
     marks = [f"{scheds[0]} → {s}" for s in scheds[1:]]
     for ref in references(rs):
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
@@ -468,7 +478,7 @@ def schedule_tables(rs):
             body.append([n] + [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
                         + change_marks(got, y, paired=True))
         if body:
-            out += ['', markdown_table(body, [f"vs {ref}", *scheds, *marks],
+            out += ['', markdown_table(body, [f"vs {ref} ({unit(rs)})", *scheds, *marks],
                                        left=range(len(scheds) + 1, 2 * len(scheds)))]
     return '\n'.join(out)
 
@@ -629,9 +639,10 @@ def transfer_tables(rs):
                 texts = [r[f'vs_{ref}'] if r and y in r else '–' for r in got]
                 body.append([name, f"{t:.1f}", *texts, *change_marks(got, y)])
         if body:
-            out += ['', f"Gap to {ref} at each shape at matching tokens per parameter (paired by "
-                        f"seed, ± 95% t interval), and what it does from {sizes[0]} to each "
-                        "larger shape", '', markdown_table(body, head, left=changes)]
+            out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
+                        f"parameter (paired by seed, ± 95% t interval), and what it does from "
+                        f"{sizes[0]} to each larger shape", '',
+                        markdown_table(body, head, left=changes)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '
@@ -684,8 +695,7 @@ def sweep_report(sweep, results_path, png, only=None):
                                       for p in results_path.split(','))
 
     def plot(name, draw, rs, title):
-        """draw(rs, name, title); a name another plot of this report has (two corpora at one size)
-        gets the data folder's name in it, so that no plot is drawn over another."""
+        """draw(rs, name, title); a name another plot has gets the data folder's name in it."""
         if name in names:
             name = name.replace('.png', f"-{folder_name(rs[0])}.png")
         stem, n = name[:-len('.png')], 2
@@ -739,20 +749,18 @@ def sweep_report(sweep, results_path, png, only=None):
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
             say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: "
                 "its best point at any size and budget)\n")
-            say(markdown_table(scaling_rows(rs), SCALING_COLUMNS))
+            say(markdown_table(scaling_rows(rs), unit(rs, SCALING_COLUMNS)))
             schedule = '' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']
             plot(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}{schedule}"
                                      f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
                  f"{headings.words(rs[0], size=False, budget=False)}: final val loss against "
                  "training FLOPs")
     if skipped:
-        what = ('are committed results files' if ',' in results_path
-                else 'is a committed results file')
+        what = 'are committed results files' if ',' in results_path else 'is a committed file'
         print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
-              "and a report writes nothing into the repository unless told where: "
-              "--png=somewhere/name.png (or --png="
-              f"{os.path.splitext(results_path.split(',')[0])[0]}.png to redraw the committed "
-              "plots)", file=sys.stderr)
+              "and a report writes nothing into the repository unless told where: --png=somewhere/"
+              f"name.png (or --png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw "
+              "the committed plots)", file=sys.stderr)
     for p in plotted:
         print(f"plot: {p}", file=sys.stderr)
     return rows

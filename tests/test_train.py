@@ -731,3 +731,28 @@ def test_compiling_says_so_before_and_how_long_after(tmp_path, capsys):
     assert re.fullmatch(r"compiled in [\d.]+s", out[1])
     guards.warm_up(model, x, x, train.nullcontext(), scaler, opt, train.Distributed())
     assert capsys.readouterr().out == ''  # without compile: nothing
+
+
+def test_a_compile_broken_by_its_cache_is_one_line_naming_the_folder(capsys):
+    """A compile stopped part-way can leave torch.compile's cache cut short: torch then logs a warning
+    with a traceback per entry, and the compile may fail (a TorchDynamoException). With --compile that
+    is one line naming the cache folder to remove, torch's warnings unsaid; the logger is as before."""
+    import logging
+    from torch._dynamo.exc import TorchDynamoException
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    log = logging.getLogger('torch._inductor.codecache')
+
+    class BrokenCache(torch.nn.Module):
+        def forward(self, x, y):
+            log.warning("fx graph cache unable to load compiled graph\nTraceback (most recent call last):")
+            raise TorchDynamoException("AttributeError: module 'c3k' has no attribute 'call'\n\nSet TORCHDYNAMO_VERBOSE=1")
+    level = log.level
+    x = torch.zeros(1, 1)
+    with pytest.raises(UsageError) as e:
+        guards.warm_up(BrokenCache(), x, x, train.nullcontext(), None, None, train.Distributed(), compiling=True)
+    assert str(e.value) == (f"torch.compile failed (AttributeError: module 'c3k' has no attribute 'call'); a "
+                            f"compile stopped part-way can leave its cache cut short: remove {cache_dir()} and "
+                            "rerun, or leave out --compile")
+    assert 'unable to load' not in capsys.readouterr().err and log.level == level
+    with pytest.raises(TorchDynamoException):  # not compiling: not a cache's doing, not reworded
+        guards.warm_up(BrokenCache(), x, x, train.nullcontext(), None, None, train.Distributed())
