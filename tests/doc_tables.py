@@ -17,6 +17,7 @@ import io
 import os
 import re
 import sys
+import tempfile
 import types
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
@@ -34,7 +35,7 @@ def report_sections(paths, cache={}):
         files = ','.join(os.path.join(HERE, p) for p in paths.split(','))
         sweep = types.SimpleNamespace(quick=False, json=False, png='')
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            report.sweep_report(sweep, files, os.path.join(HERE, 'results', 'x.png'))
+            report.sweep_report(sweep, files, os.path.join(tempfile.gettempdir(), 'doc_tables.png'))
         sections = {}
         for part in out.getvalue().split('\n### ')[1:]:
             heading, _, body = part.partition('\n')
