@@ -214,8 +214,8 @@ def help_text(cls, usage=None, doc=None):
 # running a script, writing files
 
 def run_main(main):
-    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
-    a closed stdout pipe exits quietly."""
+    """Run a script's main(): a UsageError (or a failed torch.compile) is one line on stderr and exit
+    code 2, Ctrl-C exits 130, a closed stdout pipe exits quietly."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt from here
     try:
         main(sys.argv[1:])
@@ -228,6 +228,23 @@ def run_main(main):
     except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
+    except Exception as e:
+        if compile_failure(e) is None:
+            raise
+        print(f"error: {compile_failure(e)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def compile_failure(e):
+    """A torch.compile failure as one line, or None for any other exception: most often a cache
+    entry cut short by a compile stopped part-way, which torch does not recover from."""
+    if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
+        return None
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    why = next((line for line in str(e).splitlines()  # not a heading such as "backend=... raised:"
+                if line.strip() and not line.rstrip().endswith(':')), type(e).__name__)[:200]
+    return (f"torch.compile failed ({why}); a compile stopped part-way can leave its cache cut "
+            f"short: remove {cache_dir()} and rerun, or leave out --compile")
 
 
 def split_flags(argv, cls, passed_on):

@@ -228,19 +228,14 @@ def sync_device(device_type):
 
 @contextmanager
 def compile_cache(compiling):
-    """torch.compile's first call: a cache entry cut short (a compile stopped part-way) is compiled
-    afresh without torch's traceback, and a compile it breaks is one line naming the folder."""
-    from torch._dynamo.exc import TorchDynamoException
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-    log = logging.getLogger('torch._inductor.codecache')  # its warnings carry tracebacks
+    """While compiling: torch's warning, with a traceback, for each cache entry cut short (a compile
+    stopped part-way) is unsaid: the entry is compiled afresh. One that breaks the compile is one
+    line (configurator.compile_failure)."""
+    log = logging.getLogger('torch._inductor.codecache')
     level = log.level
     log.setLevel(logging.ERROR if compiling else level)
     try:
         yield
-    except TorchDynamoException if compiling else () as e:
-        why = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)[:200]
-        raise UsageError(f"torch.compile failed ({why}); a compile stopped part-way can leave its "
-                         f"cache cut short: remove {cache_dir()} and rerun, or leave out --compile")
     finally:
         log.setLevel(level)
 
@@ -260,6 +255,10 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
             with ctx:
                 _, loss = model(X, Y)
             scaler.scale(loss).backward()
+            if compiling:  # evaluation's graph (eval mode, no grad) too: compiled here, not mid-run
+                with torch.no_grad(), ctx:
+                    model.eval()(X, Y)
+                model.train()
         sync_device(X.device.type)
         seconds = time.time() - t0
     optimizer.zero_grad(set_to_none=True)

@@ -735,24 +735,41 @@ def test_compiling_says_so_before_and_how_long_after(tmp_path, capsys):
 
 def test_a_compile_broken_by_its_cache_is_one_line_naming_the_folder(capsys):
     """A compile stopped part-way can leave torch.compile's cache cut short: torch then logs a warning
-    with a traceback per entry, and the compile may fail (a TorchDynamoException). With --compile that
-    is one line naming the cache folder to remove, torch's warnings unsaid; the logger is as before."""
+    with a traceback per entry (it compiles that one afresh), and may fail outright (a dynamo or
+    inductor exception). The warm-up compiles the training and the evaluation graphs with those
+    warnings unsaid (the logger as before after it); a failure, there or later in any script, is one
+    line naming the cache folder to remove, exit 2."""
     import logging
+    import configurator
     from torch._dynamo.exc import TorchDynamoException
     from torch._inductor.runtime.cache_dir_utils import cache_dir
     log = logging.getLogger('torch._inductor.codecache')
+    calls = []
 
-    class BrokenCache(torch.nn.Module):
+    class CutShortCache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
         def forward(self, x, y):
+            calls.append((self.training, torch.is_grad_enabled()))
             log.warning("fx graph cache unable to load compiled graph\nTraceback (most recent call last):")
-            raise TorchDynamoException("AttributeError: module 'c3k' has no attribute 'call'\n\nSet TORCHDYNAMO_VERBOSE=1")
-    level = log.level
-    x = torch.zeros(1, 1)
-    with pytest.raises(UsageError) as e:
-        guards.warm_up(BrokenCache(), x, x, train.nullcontext(), None, None, train.Distributed(), compiling=True)
-    assert str(e.value) == (f"torch.compile failed (AttributeError: module 'c3k' has no attribute 'call'); a "
-                            f"compile stopped part-way can leave its cache cut short: remove {cache_dir()} and "
-                            "rerun, or leave out --compile")
+            return None, (self.w * x).sum()
+    level, x = log.level, torch.zeros(1, 1)
+    model = CutShortCache()
+    scaler, opt = torch.amp.GradScaler('cpu', enabled=False), torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.warm_up(model, x, x, train.nullcontext(), scaler, opt, train.Distributed(), compiling=True)
+    assert calls == [(True, True), (False, False)] and model.training  # both graphs, then train mode
     assert 'unable to load' not in capsys.readouterr().err and log.level == level
-    with pytest.raises(TorchDynamoException):  # not compiling: not a cache's doing, not reworded
-        guards.warm_up(BrokenCache(), x, x, train.nullcontext(), None, None, train.Distributed())
+
+    def broken(argv):
+        raise TorchDynamoException("backend='inductor' raised:\nAttributeError: module 'c3k' has no attribute "
+                                   "'call'\n\nSet TORCHDYNAMO_VERBOSE=1")
+    with pytest.raises(SystemExit) as e:
+        configurator.run_main(broken)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: torch.compile failed (AttributeError: module 'c3k' has no attribute 'call'); a compile stopped "
+        f"part-way can leave its cache cut short: remove {cache_dir()} and rerun, or leave out --compile\n")
+    with pytest.raises(ValueError):  # any other exception is not reworded
+        configurator.run_main(lambda argv: int('x'))
