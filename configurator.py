@@ -214,8 +214,8 @@ def help_text(cls, usage=None, doc=None):
 # running a script, writing files
 
 def run_main(main):
-    """Run a script's main(): a UsageError (or a failed torch.compile) is one line on stderr and exit
-    code 2, Ctrl-C exits 130, a closed stdout pipe exits quietly."""
+    """Run a script's main(): a UsageError (or a failed torch.compile) is one line on stderr and
+    exit code 2, Ctrl-C exits 130, a closed stdout pipe exits quietly."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt from here
     try:
         main(sys.argv[1:])
@@ -419,6 +419,13 @@ def config_paths(names):
     return paths
 
 
+def script(name):
+    """A script or file of this repository as a command typed here names it: `train.py` in the
+    repository, its path (`../gpt-blocks/train.py`) from elsewhere."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return name if os.path.abspath(name) == path else os.path.relpath(path)
+
+
 def checkpoint_advice(path):
     """What to do when `path` (out_dir/ckpt.pt) is missing: the config that trains that out_dir, or
     the runs here with the nearest names, or how to train a first one."""
@@ -430,10 +437,13 @@ def checkpoint_advice(path):
         except UsageError:  # a config that does not read cannot be the one
             continue
         if trains == folder:
-            return f"train it first: python train.py {os.path.relpath(config)}"
-    runs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join('out*', 'ckpt.pt')))
-    near = difflib.get_close_matches(folder, runs, n=3, cutoff=0.5)
+            return f"train it first: python {script('train.py')} {os.path.relpath(config)}"
+    runs = {os.path.relpath(os.path.dirname(p))  # here and beside the scripts, by folder name
+            for p in glob.glob('out*/ckpt.pt') + glob.glob(os.path.join(here, 'out*', 'ckpt.pt'))}
+    alike = {r: difflib.SequenceMatcher(None, os.path.basename(folder), os.path.basename(r)).ratio()
+             for r in runs}
+    near = sorted((r for r in runs if alike[r] >= 0.5), key=lambda r: (-alike[r], r))
     if near:
-        return f"the runs here with the nearest names: {', '.join(near)} (--out_dir=...)"
-    return ("train one first (python prepare.py && python train.py configs/quick.py) or point "
-            "out_dir at the right folder")
+        return f"the runs with the nearest names: {', '.join(near[:3])} (--out_dir=...)"
+    return (f"train one first (python {script('prepare.py')} && python {script('train.py')} "
+            f"{script('configs/quick.py')}) or point out_dir at the right folder")

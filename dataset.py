@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, fsync_dir, lock_folder, write_error
+from configurator import UsageError, atomic_write, fsync_dir, lock_folder, script, write_error
 
 
 EOT = '<|endoftext|>'
@@ -327,7 +327,7 @@ def find_shards(data_dir, split):
             if paths:
                 return paths
     raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
-                     f"(python prepare.py writes data/pydoc_char)")
+                     f"(python {script('prepare.py')} writes data/pydoc_char)")
 
 
 def open_dataset(data_dir):
@@ -404,9 +404,9 @@ def prepare_command(data_dir):
     if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
         at_default = os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B')
         out = '' if at_default else f" --out_dir={data_dir}"
-        return f"python prepare.py --dataset=fineweb --train_shards=N{out}"
+        return f"python {script('prepare.py')} --dataset=fineweb --train_shards=N{out}"
     if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
-        return f"python prepare.py --input=YOUR_TEXT --out_dir={data_dir}"
+        return f"python {script('prepare.py')} --input=YOUR_TEXT --out_dir={data_dir}"
     args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []
     default = 'byte' if corpus == 'stdlib' else 'char'
     tok = tok or default
@@ -414,7 +414,7 @@ def prepare_command(data_dir):
         args.append(f"--tokenizer={tok}")
     if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
         args.append(f"--out_dir={data_dir}")
-    return ' '.join(['python prepare.py', *args])
+    return ' '.join(['python', script('prepare.py'), *args])
 
 
 # what in meta.json says which data it is (not the shards' names, the command that wrote them, nor

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from configurator import (UsageError, atomic_write, checkpoint_advice, disk_full, fsync_dir,
-                          lock_folder, write_error)
+                          lock_folder, script, write_error)
 from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPT, GPTConfig, count_params
 
@@ -162,8 +162,8 @@ class Progress:
         iters, budget = self.left(iter_num, train_s, s_per_iter)
         return (f"note: this run would take about {duration(total)} on the {device_type.upper()} "
                 f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals "
-                "included); for a first run try `python train.py configs/quick.py`, or lower "
-                "max_iters, or use a GPU")
+                f"included); lower max_iters, use a GPU, or for a first run try `python "
+                f"{script('train.py')} {script('configs/quick.py')}` (about a minute)")
 
 
 def config_text(config, width=100):
@@ -193,7 +193,7 @@ def say_start(cfg, procs, accum, model, peak, switch, state, progress, micro_s):
     if switch:
         print(f"note: --new_data: resuming at iter {state.iter_num} on "
               f"{switch['data_switch']['to']}, after {switch['data_switch']['from']}")
-    note = None if cfg.compile else progress.start_estimate(  # (compiled: it timed the compiler)
+    note = progress.start_estimate(  # from a warm step (compiled or not)
         micro_s, accum=accum, eval_batches=2 * math.ceil(cfg.eval_iters / procs.world),
         iter_num=state.iter_num, train_s=state.train_s, device_type=torch.device(cfg.device).type)
     if note:
@@ -228,9 +228,8 @@ def sync_device(device_type):
 
 @contextmanager
 def compile_cache(compiling):
-    """While compiling: torch's warning, with a traceback, for each cache entry cut short (a compile
-    stopped part-way) is unsaid: the entry is compiled afresh. One that breaks the compile is one
-    line (configurator.compile_failure)."""
+    """While compiling: torch's warning (a traceback) for each cache entry cut short is unsaid: the
+    entry is compiled afresh; one that breaks the compile is configurator.compile_failure's line."""
     log = logging.getLogger('torch._inductor.codecache')
     level = log.level
     log.setLevel(logging.ERROR if compiling else level)
@@ -241,30 +240,30 @@ def compile_cache(compiling):
 
 
 def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
-    """One forward + backward before the clock starts, then undone (gradients, and the random
-    generators the step drew from: dropout's): compiling happens here, and is not training time; the
-    duration sizes up the run. Seconds it took."""
+    """Two forward + backward passes before the clock starts, then undone (gradients, dropout's
+    random state): the first compiles (not training time), the second's seconds size up the run."""
     if compiling and procs.master:
         print("compiling the model (torch.compile): about a minute on a CPU, less on a GPU...",
               flush=True)
-    devices = [X.device] if X.device.type == 'cuda' else []
+    devices, times = [X.device] if X.device.type == 'cuda' else [], []
     with torch.random.fork_rng(devices=devices), (model.no_sync() if procs.ddp else nullcontext()):
-        sync_device(X.device.type)
-        t0 = time.time()
-        with compile_cache(compiling):
-            with ctx:
-                _, loss = model(X, Y)
-            scaler.scale(loss).backward()
-            if compiling:  # evaluation's graph (eval mode, no grad) too: compiled here, not mid-run
-                with torch.no_grad(), ctx:
-                    model.eval()(X, Y)
-                model.train()
-        sync_device(X.device.type)
-        seconds = time.time() - t0
+        for _ in range(2):  # the first pass is cold (caches, allocations) or compiles
+            sync_device(X.device.type)
+            t0 = time.time()
+            with compile_cache(compiling):
+                with ctx:
+                    _, loss = model(X, Y)
+                scaler.scale(loss).backward()
+                if compiling:  # evaluation's graph (eval mode, no grad): compiled here, not mid-run
+                    with torch.no_grad(), ctx:
+                        model.eval()(X, Y)
+                    model.train()
+            sync_device(X.device.type)
+            times.append(time.time() - t0)
     optimizer.zero_grad(set_to_none=True)
     if compiling and procs.master:
-        print(f"compiled in {duration(seconds)}", flush=True)
-    return seconds
+        print(f"compiled in {duration(times[0])}", flush=True)
+    return times[1]
 
 
 # Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by the GPU's name as torch
@@ -625,9 +624,11 @@ class RunFiles:
         if not resume and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
             self.staged = True
             os.makedirs(os.path.join(self.out_dir, '.new'), exist_ok=True)
+            then = (f"moves to {self.prev}/" if moves_to_prev(self.out_dir, self.prev) else "goes "
+                    f"(stopped early, with less training than {self.prev}/'s run, which stays)")
             print(f"note: {self.out_dir} holds a previous run: this run starts over "
                   "(--init_from=resume continues that one instead); the previous run stays as it "
-                  f"is until this run saves its first checkpoint, then moves to {self.prev}/")
+                  f"is until this run saves its first checkpoint, then {then}")
         try:
             text = ''.join(json.dumps(r) + '\n' for r in rows).encode()
             self.write(self.path('log.jsonl'), lambda f: f.write(text))

@@ -84,9 +84,8 @@ def references(rs):
 
 def summary_rows(records):
     """One row per run setting (setting(): the key less seed and lr): the best lr of its grid, the
-    val loss there over its distinct seeds (mean ± sd, n; bits per byte), the grid's means, and the
-    paired gap to each reference on the same setting but the architecture. A second record of one
-    seed of one setting (the same run from another folder) is said once and never averaged."""
+    val loss there over its distinct seeds (mean ± sd, n; bits per byte), the grid's means, the
+    paired gap to each reference; a seed recorded twice (two folders) is said once, not averaged."""
     cells = {}
     for r in records:
         cells.setdefault(key_id(setting(r)), []).append(r)
@@ -233,9 +232,8 @@ def with_time(rows):
 
 def scaling_rows(rows):
     """Per (config, size, budget) of one setting (less shape and budget): mean FLOPs and loss, and
-    the compute multiplier against gpt's frontier. Read on a stretch of the frontier whose ends did
-    not both have an lr grid with the best inside, it is an upper bound ('≤'): a tuned gpt there
-    could only be lower, and then need fewer FLOPs."""
+    the compute multiplier against gpt's frontier; an upper bound ('≤') on a stretch whose ends
+    did not both have an lr grid with the best inside (a tuned gpt could only need fewer FLOPs)."""
     out = []
     for _, rs in groups(rows, 'transfer').items():
         ref = [r for r in rs if r['config'] == 'gpt']
@@ -281,10 +279,11 @@ def plot_sweep(rows, png, title=None):
         curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
-                        f"{row['label']} (lr {row['lr']:g}, n={row['n']})")
+                        f"{row['label']} (lr {row['lr']:g}, n={row['n']}"
+                        + ("; band: 95% CI)" if row['n'] > 1 else ")"))
     suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
     return save_png(fig, png, axes, ('tokens', 'training FLOPs'),
-                    'val loss, nats/token (mean over seeds; band: 95% CI)')
+                    f'val loss, {unit(rows)} (mean over seeds)')
 
 
 def plot_scaling(rows, png, title=None):
@@ -310,7 +309,7 @@ def plot_scaling(rows, png, title=None):
     suptitle(fig, f"{title or 'final val loss against training FLOPs'} "
                   f"({n_text([r['n'] for r in rows])}; bars: sd)")
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'],
-                    'final val loss (nats/token)')
+                    f'final val loss ({unit(rows)})')
 
 
 # -----------------------------------------------------------------------------
@@ -655,8 +654,7 @@ def transfer_tables(rs):
 # the runs of out_dirs (stats.run_summary), and the report of a sweep
 
 def plot_runs(run_dirs, png):
-    """Val loss against tokens and against training seconds, a line per run; False without
-    matplotlib."""
+    """Val loss against tokens and against training seconds, a line per run (False: no pyplot)."""
     plt = pyplot()
     if plt is None:
         return False
@@ -678,7 +676,9 @@ def sweep_report(sweep, results_path, png, only=None):
     records = [r for r in read_many(results_path)  # --results=a,b: both
                if only is None or run_id(r['key']) in only]
     if not records:
-        raise UsageError(f"no finished runs in {results_path}; run a sweep first (python sweep.py)")
+        there = 'no finished runs in' if os.path.exists(results_path) else 'no results file'
+        raise UsageError(f"{there} {results_path}; run a sweep first: python sweep.py --quick (toy "
+                         "runs, a minute), or python sweep.py --configs=gpt,llama (README)")
     rows = with_time(summary_rows(records))
     if sweep.quick:
         print("note: --quick checks the machinery: toy runs like its own resolve no gap and tune "

@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from configurator import UsageError, help_text, parse_config, regular_file, run_main
+from configurator import UsageError, help_text, parse_config, regular_file, run_main, script
 from dataset import load_tokenizer, read_meta
 from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
 from model import DecodeCache
@@ -232,8 +232,9 @@ def checkpoint_path(out_dir, *, verb='sampling'):
         return os.path.join(out_dir, 'ckpt.pt')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
-        raise UsageError("no checkpoint here (out*/ckpt.pt); train one first (python prepare.py && "
-                         "python train.py configs/quick.py: about a minute on a CPU) or pass "
+        raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first (python "
+                         f"{script('prepare.py')} && python {script('train.py')} "
+                         f"{script('configs/quick.py')}: about a minute on a CPU) or pass "
                          "--out_dir=the/run")
     finished = [p for p in runs if (peek(p) or {}).get('finished')]
     chosen = (finished or runs)[0]

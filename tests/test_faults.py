@@ -387,7 +387,8 @@ def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
         assert snapshot(out) == trained  # no iteration-0 checkpoint, nothing moved to prev/
 
 
-def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_dir, tmp_path):
+def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_dir, tmp_path, capsys):
+    """...and the rerun's first note says so at its start, as it says a run that moves to prev/."""
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=8')
     trained = snapshot(out)
@@ -396,10 +397,14 @@ def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_di
     ckpt['finished'] = False
     torch.save(ckpt, out / 'ckpt.pt')
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
+    capsys.readouterr()
     run(data_dir, out, '--max_iters=2', '--seed=3')  # the next rerun replaces the stopped one, not prev/
+    assert (f"until this run saves its first checkpoint, then goes (stopped early, with less training than "
+            f"{out / 'prev'}/'s run, which stays)\n") in capsys.readouterr().out
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
     run(data_dir, out, '--max_iters=2', '--seed=4')  # a finished rerun does move to prev/: one generation
+    assert f"then moves to {out / 'prev'}/\n" in capsys.readouterr().out
     assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['config']['seed'] == 3
 
 

@@ -190,6 +190,10 @@ def test_ffn_equals_its_formula(ffn):
                     f"nonlinearity there, written out from its paper, and whether it gates, so this test "
                     f"can check model.py against it")
     formula, gated = FORMULAS[ffn]
+    if ffn.endswith('glu') and not (gated and ffn in GATED):  # named a GLU (GLU Variants: *GLU)
+        pytest.fail(f"ffn={ffn!r} is named a GLU but builds no gate: a GLU multiplies act(x W1) by a "
+                    f"gate x V (arXiv:2002.05202); mark it gated in model.FFN_ACTS and in FORMULAS, or "
+                    f"give an ungated FFN a name that is not a GLU's")
     if gated != (ffn in GATED):
         pytest.fail(f"ffn={ffn!r} {'gates' if gated else 'does not gate'} by its formula in FORMULAS, but "
                     f"model.FFN_ACTS marks it {'gated' if ffn in GATED else 'ungated'}: fix its row there")

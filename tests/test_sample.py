@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -369,13 +370,26 @@ def test_gpt2_by_name_offline_names_the_real_flag_and_checks_the_ranks_file(tmp_
 
 def test_a_missing_run_is_answered_with_its_config_or_the_nearest_runs(tmp_path, monkeypatch):
     """sample.py on a run not trained yet names the config that trains it; on a mistyped out_dir, the
-    runs here with the nearest names."""
+    runs with the nearest names, here or beside the scripts; the commands it gives run from here."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UsageError, match=r"no checkpoint at 'out-gmlp/ckpt.pt'; train it first: python train.py "
-                                         r".*configs/gmlp.py$"):
+    train_py = os.path.relpath(os.path.join(HERE, 'train.py'))  # from here
+    with pytest.raises(UsageError, match=rf"no checkpoint at 'out-gmlp/ckpt.pt'; train it first: python "
+                                         rf"{re.escape(train_py)} .*configs/gmlp.py$"):
         sample.main(['--out_dir=out-gmlp', '--device=cpu'])
     os.makedirs('out-mine')
     open(os.path.join('out-mine', 'ckpt.pt'), 'wb').close()
-    with pytest.raises(UsageError, match=r"no checkpoint at 'out-mien/ckpt.pt'; the runs here with the nearest "
+    with pytest.raises(UsageError, match=r"no checkpoint at 'out-mien/ckpt.pt'; the runs with the nearest "
                                          r"names: out-mine \(--out_dir=...\)$"):
         sample.main(['--out_dir=out-mien', '--device=cpu'])
+    beside = os.path.join(HERE, 'out-besidetest')  # a run beside the scripts, typed from here
+    os.makedirs(beside)
+    try:
+        open(os.path.join(beside, 'ckpt.pt'), 'wb').close()
+        with pytest.raises(UsageError, match=rf"the runs with the nearest names: "
+                                             rf"{re.escape(os.path.relpath(beside))} \(--out_dir=...\)$"):
+            sample.main(['--out_dir=out-besidtest', '--device=cpu'])
+        with pytest.raises(UsageError, match=rf"train one first \(python {re.escape(os.path.relpath(HERE))}"
+                                             rf"/prepare.py && python .*/train.py .*/configs/quick.py\)"):
+            sample.main(['--out_dir=nothing-like-it', '--device=cpu'])
+    finally:
+        shutil.rmtree(beside)
