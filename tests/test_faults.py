@@ -566,7 +566,7 @@ def test_bad_values_are_one_line(args, expect):
 
 
 @pytest.mark.parametrize('script,args,expect', [
-    ('train.py', [], 'give a config: python train.py configs/quick.py'),
+    ('train.py', [], 'give a config: python {train.py} {configs/quick.py} '),  # paths from the folder it ran in
     ('train.py', ['--device=meta'], "device 'meta' is not one this code runs on"),
     ('train.py', ['--device=hpu'], "device 'hpu' is not one this code runs on"),
     ('sample.py', ['--seed=18446744073709551616'], r'seed must be in \[0, 2\*\*63\)'),
@@ -582,6 +582,8 @@ def test_bad_input_is_one_line_and_exit_2(script, args, expect, tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == '' and proc.stderr.count('\n') == 1, proc.stderr
+    expect = re.sub(r'\{(\S+)\}', lambda m: re.escape(os.path.relpath(os.path.join(HERE, m.group(1)), tmp_path)),
+                    expect)
     assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
 
 
