@@ -254,7 +254,7 @@ def warm_up(model, X, Y, ctx, scaler, optimizer, procs, compiling=False):
                 with ctx:
                     _, loss = model(X, Y)
                 scaler.scale(loss).backward()
-                if compiling:  # evaluation's graph (eval mode, no grad): compiled here, not mid-run
+                if compiling and not times:  # evaluation's graph (eval mode, no grad) too
                     with torch.no_grad(), ctx:
                         model.eval()(X, Y)
                     model.train()
@@ -624,8 +624,8 @@ class RunFiles:
         if not resume and any(os.path.exists(os.path.join(self.out_dir, n)) for n in RUN_FILES):
             self.staged = True
             os.makedirs(os.path.join(self.out_dir, '.new'), exist_ok=True)
-            then = (f"moves to {self.prev}/" if moves_to_prev(self.out_dir, self.prev) else "goes "
-                    f"(stopped early, with less training than {self.prev}/'s run, which stays)")
+            then = (f"moves to {self.prev}/" if moves_to_prev(self.out_dir, self.prev) else
+                    f"goes: {self.prev}/ keeps its run, which has more training")
             print(f"note: {self.out_dir} holds a previous run: this run starts over "
                   "(--init_from=resume continues that one instead); the previous run stays as it "
                   f"is until this run saves its first checkpoint, then {then}")

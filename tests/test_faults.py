@@ -399,8 +399,8 @@ def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_di
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
     capsys.readouterr()
     run(data_dir, out, '--max_iters=2', '--seed=3')  # the next rerun replaces the stopped one, not prev/
-    assert (f"until this run saves its first checkpoint, then goes (stopped early, with less training than "
-            f"{out / 'prev'}/'s run, which stays)\n") in capsys.readouterr().out
+    assert (f"until this run saves its first checkpoint, then goes: {out / 'prev'}/ keeps its run, which has "
+            f"more training\n") in capsys.readouterr().out
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
     run(data_dir, out, '--max_iters=2', '--seed=4')  # a finished rerun does move to prev/: one generation
