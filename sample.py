@@ -32,7 +32,8 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from configurator import UsageError, help_text, parse_config, regular_file, run_main, script
+from configurator import (UsageError, checkpoint_advice, help_text, parse_config, regular_file,
+                          run_main, script)
 from dataset import load_tokenizer, read_meta
 from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
 from model import DecodeCache
@@ -228,8 +229,11 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     finished its training (the run just trained: out-quick/ of the quick start, out-gmlp/ of
     configs/gmlp.py), else the newest, named on stderr as the run `verb` reads (None: said by the
     caller, later)."""
-    if out_dir:
-        return os.path.join(out_dir, 'ckpt.pt')
+    if out_dir:  # one that is not there is said now (before hellaswag.py downloads, say)
+        path = os.path.join(out_dir, 'ckpt.pt')
+        if not os.path.isfile(path):
+            raise UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}")
+        return path
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
         raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first (python "
