@@ -596,7 +596,9 @@ def main(argv):
             print(f"plot: {png}", file=sys.stderr)
         return rows
     given = keys_given(argv)
-    budget_of(sweep)  # a bad budget is one line now, before anything runs
+    budget_of(sweep)  # a bad budget is one line now, before anything runs; a bad lr too
+    for key in [k for k in ('learning_rate', 'lr_scale') if getattr(sweep, k) not in ([], ['tuned'])]:
+        numbers(key, getattr(sweep, key), float)
     if ',' in sweep.results and not sweep.report:
         raise UsageError(f"--results={sweep.results}: a sweep that trains writes one results file; "
                          "several (comma-separated) are read together by --report only")
@@ -766,8 +768,7 @@ def release(fd):
 def stop_with_the_sweep():
     """`python sweep.py --child train.py ARGS`, how Sweep starts a run: train.py, stopped as by
     SIGTERM (it saves) when the sweep dies, even by SIGKILL. Linux's parent-death signal, SIGUSR2
-    (it comes once per thread of the dying sweep: not SIGTERM, whose second one aborts), becomes one
-    SIGTERM."""
+    (once per thread of the dying sweep: not SIGTERM, whose second aborts), becomes one SIGTERM."""
     pid = os.environ.get('SWEEP_PID', '')
     if not pid.isdigit() or not sys.platform.startswith('linux'):
         return

@@ -574,6 +574,7 @@ def test_bad_values_are_one_line(args, expect):
     ('sweep.py', ['--max_flops=nan'], 'max_flops=nan: give one or more positive numbers'),
     ('sweep.py', [], r'a bare sweep trains every config .*: python sweep.py --quick \(about a minute\)'),
     ('sweep.py', ['--max_iters=1.5'], 'max_iters=1.5: give integers separated by commas'),
+    ('sweep.py', ['--learning_rate=abc'], 'learning_rate=abc: give floats separated by commas'),  # before the data
     ('sweep.py', ['--sizes=3x96'], '--sizes is read by --scaling only'),
     ('probe.py', ['--head_size=7'], r'head_size=7 does not divide width 64; pick head_size among \[2, 4, 8, 16, 32, 64\]'),
     ('probe.py', ['--head_size=48'], 'head_size=48 does not divide width 64'),
