@@ -150,8 +150,10 @@ def main(argv):
     procs = Distributed()  # one process, or torchrun's: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
+    if cfg.input:  # a file the user named is checked first (it is here: no download)
+        regular_file(cfg.input, "--input (HellaSwag's hellaswag_val.jsonl)")
     checkpoint_path(cfg.out_dir, verb=None)  # a run to score exists, before any download
-    path = items_file(cfg) if procs.master else None  # (offline without --input: said first)
+    path = items_file(cfg) if procs.master else None
     ckpt_path = checkpoint_path(cfg.out_dir, verb='scoring' if procs.master else None)
     with procs.running(device, 1800.0, ckpt_path):
         path = procs.gather(path)[0]  # the master downloads; every process reads its copy
