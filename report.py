@@ -262,10 +262,11 @@ def plot_curves(ax, xs, curves, label):
                         color=line.get_color(), alpha=0.2)
 
 
-def n_text(ns):
-    """'n = 3 seeds' or 'n = 1-3 seeds' for a plot's title."""
+def n_text(ns, spread=''):
+    """'n = 3 seeds' or 'n = 1-3 seeds' for a plot's title, and `spread` where a point has 2+."""
     lo, hi = min(ns), max(ns)
-    return f"n = {lo} seed{'s' * (lo > 1)}" if lo == hi else f"n = {lo}-{hi} seeds"
+    return (f"n = {lo} seed{'s' * (lo > 1)}" if lo == hi else
+            f"n = {lo}-{hi} seeds") + spread * (hi > 1)
 
 
 def plot_sweep(rows, png, title=None):
@@ -279,8 +280,7 @@ def plot_sweep(rows, png, title=None):
         curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
-                        f"{row['label']} (lr {row['lr']:g}, n={row['n']}"
-                        + ("; band: 95% CI)" if row['n'] > 1 else ")"))
+                        f"{row['label']} (lr {row['lr']:g}, {n_text([row['n']], '; band: 95% CI')})")
     suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
     return save_png(fig, png, axes, ('tokens', 'training FLOPs'),
                     f'val loss, {unit(rows)} (mean over seeds)')
@@ -307,7 +307,7 @@ def plot_scaling(rows, png, title=None):
                     linewidth=2.5 if name == 'gpt' else 1.2)
     ax.set_xscale('log')
     suptitle(fig, f"{title or 'final val loss against training FLOPs'} "
-                  f"({n_text([r['n'] for r in rows])}; bars: sd)")
+                  f"({n_text([r['n'] for r in rows], '; bars: sd')})")
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'],
                     f'final val loss ({unit(rows)})')
 
@@ -432,7 +432,7 @@ def plot_regime(rs, png, title):
         ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
-    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs])}; band: 95% CI)")
+    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs], '; band: 95% CI')})")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
                     f'val loss ({unit(rs)})' if refs == [None]
                     else f'val loss gap ({unit(rs)}), paired by seed')
