@@ -150,9 +150,8 @@ def main(argv):
     procs = Distributed()  # one process, or torchrun's: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
-    if cfg.input:  # a file the user named is checked first (it is here: no download)
-        regular_file(cfg.input, "--input (HellaSwag's hellaswag_val.jsonl)")
-    checkpoint_path(cfg.out_dir, verb=None)  # a run to score exists, before any download
+    if not cfg.input:  # a run to score exists before any download (a named --input: checked first)
+        checkpoint_path(cfg.out_dir, verb=None)
     path = items_file(cfg) if procs.master else None
     ckpt_path = checkpoint_path(cfg.out_dir, verb='scoring' if procs.master else None)
     with procs.running(device, 1800.0, ckpt_path):

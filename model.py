@@ -177,7 +177,7 @@ def causal_attention(q, k, v, *, dropout_p=0.0, cache=None):
         if Tq == 1:  # one token against all block_size rows: two small matmuls (the fused
             # kernel gives each head one tile of work: 4-6x slower, H100, 124M; RESULTS.md §4)
             att = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5
-            return att.masked_fill(~cache.of.visible, -math.inf).softmax(dim=-1).to(v.dtype) @ v
+            return torch.where(cache.of.visible, att, -math.inf).softmax(dim=-1).to(v.dtype) @ v
         return F.scaled_dot_product_attention(q, k, v, attn_mask=cache.of.visible)
     if Tq == Tk:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)

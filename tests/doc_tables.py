@@ -13,6 +13,7 @@ to the report's wording, `python tests/doc_tables.py --write` rewrites the block
 says which differ); `python tests/doc_tables.py --show FILE[,FILE]` numbers a report's paragraphs.
 """
 import contextlib
+import functools
 import io
 import os
 import re
@@ -28,20 +29,19 @@ DOCS = ('README.md', 'RESULTS.md')
 BLOCK = re.compile(r'<!-- report (\S+) "([^"]+)" (\d+)-(\d+) -->\n(.*?)\n?<!-- end -->', re.S)
 
 
-def report_sections(paths, cache={}):
+@functools.lru_cache(maxsize=None)
+def report_sections(paths):
     """{heading: [paragraph, ...]} of the report of these results files (relative to the repository)."""
-    if paths not in cache:
-        out = io.StringIO()
-        files = ','.join(os.path.join(HERE, p) for p in paths.split(','))
-        sweep = types.SimpleNamespace(quick=False, json=False, png='')
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            report.sweep_report(sweep, files, os.path.join(tempfile.gettempdir(), 'doc_tables.png'))
-        sections = {}
-        for part in out.getvalue().split('\n### ')[1:]:
-            heading, _, body = part.partition('\n')
-            sections[heading] = [p.strip('\n') for p in re.split(r'\n\s*\n', body) if p.strip()]
-        cache[paths] = sections
-    return cache[paths]
+    out = io.StringIO()
+    files = ','.join(os.path.join(HERE, p) for p in paths.split(','))
+    sweep = types.SimpleNamespace(quick=False, json=False, png='')
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        report.sweep_report(sweep, files, os.path.join(tempfile.gettempdir(), 'doc_tables.png'))
+    sections = {}
+    for part in out.getvalue().split('\n### ')[1:]:
+        heading, _, body = part.partition('\n')
+        sections[heading] = [p.strip('\n') for p in re.split(r'\n\s*\n', body) if p.strip()]
+    return sections
 
 
 def expected(paths, words, first, last):
