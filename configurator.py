@@ -1,11 +1,9 @@
 """
-The plumbing every script shares: `--key=value` flags and plain-Python config files parsed into a
-dataclass (`parse_config`), the help text made from the dataclass's own comments (`help_text`),
-range checks that read as sentences (`require`), one-line errors for a user's mistakes
-(`UsageError`, `run_main`) and crash-safe writes (`atomic_write`, `write_error`). nanoGPT calls its
-equivalent configurator.py; this one checks every key and type against the dataclass instead of
-exec-ing into globals. No torch here: prepare.py imports it too.
+The plumbing every script shares (nanoGPT's configurator.py, checked against a dataclass instead of
+exec-ed into globals): config files and `--key=value` flags (`parse_config`), `--help` from the
+fields' comments, one-line errors (`UsageError`, `run_main`), crash-safe writes and folder locks.
 """
+import contextlib
 import dataclasses
 import difflib
 import glob
@@ -26,8 +24,7 @@ class UsageError(Exception):
 # --key=value parsing
 
 def _coerce(name, text, default, from_config=False):
-    """Turn the string `text` into the type of the field's default (the value in effect: a config
-    file's, `from_config`, or the default), or raise UsageError quoting that value."""
+    """`text` as the type of `default` (the value in effect), or a UsageError quoting it."""
     kind = type(default)
     try:
         if kind is bool:
@@ -51,8 +48,7 @@ def _coerce(name, text, default, from_config=False):
 
 
 def _check_value(name, value, default, metadata=None):
-    """Type check for values set in a config file (already Python objects). A field whose metadata
-    says `accepts_bool` also takes True/False (a str field that was a bool once, e.g. pos_emb)."""
+    """Type check for a config file's value; metadata `accepts_bool`: a str field that was a bool."""
     kind = type(default)
     if isinstance(value, bool) and (metadata or {}).get('accepts_bool'):
         return value
@@ -75,9 +71,8 @@ def _unknown(name, valid):
 
 
 def require(cfg, names, ok, must):
-    """A ValueError naming the first of the space-separated fields `names` whose value fails
-    ok(value), as "{name} {must}, got {value}". Write `ok` as what is allowed, so that nan (which
-    fails every comparison) is refused too: lambda v: v >= 0, never lambda v: not v < 0."""
+    """ValueError "{name} {must}, got {value}" for the first of the fields `names` failing `ok`.
+    Write `ok` as what is allowed, so that nan fails it too: v >= 0, never not v < 0."""
     for name in names.split():
         value = getattr(cfg, name)
         if not ok(value):
@@ -85,10 +80,8 @@ def require(cfg, names, ok, must):
 
 
 def exec_config_file(path):
-    """The names a plain-Python config file assigns (modules, functions and _private names skipped).
-    The file's own folder, then the shipped configs/, are importable while it runs, so a config can
-    start with `from _recipe import *` (configs/_recipe.py: the recipe every architecture config
-    shares), also a copy of one in another folder."""
+    """The names a plain-Python config file assigns (not modules, functions, _private names). Its
+    folder, then configs/, are importable while it runs: `from _recipe import *` works anywhere."""
     if not os.path.isfile(path):
         here = os.path.dirname(path)
         folders = [here or '.', os.path.join(here, 'configs'), 'configs']
@@ -126,14 +119,9 @@ def exec_config_file(path):
 
 def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
     """
-    Build the dataclass `cls` from `argv`: config files (plain Python assigning fields, positional
-    arguments ending in .py) and `--key=value` flags, applied strictly in the order given, so a
-    later argument wins (`small.py --n_layer=8` overrides the file, `--n_layer=8 small.py` does
-    not). A bool key may be given bare (`--compile` is `--compile=true`). An unknown key or a wrong
-    type raises UsageError naming the nearest valid keys; an invalid combination raises whatever
-    ValueError `cls.__post_init__` raises, re-raised as UsageError. List-typed fields take
-    comma-separated values and may be repeated to append. `-h`/`--help` prints `usage`, every key
-    with its default and meaning, and `doc`; then exits 0.
+    The dataclass `cls` from config files (*.py) and `--key=value` flags, in order: a later argument
+    wins. A bare bool flag is true; a list flag takes a,b,c and, repeated, appends. An unknown key,
+    a wrong type or __post_init__'s ValueError is a UsageError; `--help` prints help_text, exits 0.
     """
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
     metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
@@ -181,8 +169,7 @@ _FIELD = re.compile(r'^\s+(\w+)\s*:\s*[^=#]+=[^#]*#\s*(.+?)\s*$')
 
 
 def field_docs(cls):
-    """{field: its trailing comment} for `cls` and its dataclass bases (a subclass's comment
-    wins)."""
+    """{field: its trailing comment} for `cls` and its bases (a subclass's comment wins)."""
     docs = {}
     for klass in reversed(cls.__mro__):
         try:
@@ -236,8 +223,7 @@ def run_main(main):
 
 
 def compile_failure(e):
-    """A torch.compile failure as one line, or None for any other exception: most often a cache
-    entry cut short by a compile stopped part-way, which torch does not recover from."""
+    """A torch.compile failure as one line (most often a cache entry cut short), else None."""
     if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
         return None
     from torch._inductor.runtime.cache_dir_utils import cache_dir
@@ -248,9 +234,8 @@ def compile_failure(e):
 
 
 def split_flags(argv, cls, passed_on):
-    """(argv for the dataclass `cls`, the --key=value flags of `passed_on`'s keys that `cls` lacks):
-    a script's own arguments, and the ones it passes on to each run it makes (sweep.py hands
-    train.py keys to train.py). A key neither knows is an error naming the nearest of both."""
+    """(a script's own arguments, the flags it passes on to the dataclass `passed_on`): sweep.py
+    hands train.py's keys to train.py. A key neither knows is an error naming the nearest."""
     mine = {f.name for f in dataclasses.fields(cls)}
     theirs = {f.name for f in dataclasses.fields(passed_on)}
     own, other = [], []
@@ -266,8 +251,7 @@ def split_flags(argv, cls, passed_on):
 
 
 def numbers(name, texts, kind):
-    """A list flag's strings (--widths=64,128) as ints or floats, all positive and finite, or a
-    UsageError naming the flag."""
+    """A list flag's strings (--widths=64,128) as positive finite numbers of `kind`."""
     try:
         values = [kind(t) for t in texts]
     except ValueError:
@@ -284,8 +268,8 @@ def keys_given(argv):
 
 
 def regular_file(path, what):
-    """`path` if it is a regular file; else a UsageError naming `what` (the flag that named it): not
-    found, or a folder, device, pipe or socket, never read (/dev/zero has no end)."""
+    """`path` if it is a regular file, else a UsageError naming `what`: a folder, device, pipe or
+    socket is never read (/dev/zero has no end)."""
     if os.path.isfile(path):
         return path
     if not os.path.exists(path):
@@ -295,10 +279,8 @@ def regular_file(path, what):
 
 
 def atomic_write(path, write, *, then=''):
-    """write(f) into a temp file beside `path` (binary mode), flush + fsync, then os.replace: a
-    crash mid-way leaves `path` as it was. Any OSError (or RuntimeError, which torch.save raises on
-    a full disk) becomes write_error's one line, ending in `then`; the temp file is removed on
-    failure."""
+    """write(f) into a temp file beside `path`, fsync, then os.replace: a crash leaves `path` as it
+    was. An OSError (or torch.save's RuntimeError on a full disk) is write_error's line + `then`."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, 'wb') as f:
@@ -316,8 +298,7 @@ def atomic_write(path, write, *, then=''):
 
 
 def caused_by(e, kind, errnos=()):
-    """Whether `e` or an exception it was raised from (or while handling) is a `kind` (with one of
-    `errnos`, if given): a full disk shows through torch.save's RuntimeError ('unexpected pos')."""
+    """Whether `e` or an exception in its chain is a `kind` (with one of `errnos`, if given)."""
     while e is not None:
         if isinstance(e, kind) and (not errnos or getattr(e, 'errno', None) in errnos):
             return True
@@ -331,9 +312,7 @@ def disk_full(e):
 
 
 def write_error(path, e, then=''):
-    """The one line for a write that failed: the file (the one a temp file was to become), why (a
-    full disk by name, also through the RuntimeError torch.save raises for it), and `then`: what is
-    kept."""
+    """The one line for a failed write: the file a temp file was to become, why, and `then`."""
     why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None)
                                                           or str(e).strip()
                                                           or type(e).__name__).splitlines()[0]
@@ -343,11 +322,9 @@ def write_error(path, e, then=''):
 
 
 def lock_folder(path, what):
-    """Hold `path` (a folder) for this process until it exits or closes the returned fd: an
-    exclusive flock on the folder itself, so no lock file is left behind and the kernel drops the
-    lock when a process dies (kill -9 included): a lock is never stale. A folder another process
-    holds is a UsageError naming that process; `what` says what the folder is for. None where there
-    is no flock (Windows): no lock."""
+    """Hold the folder `path` until this process exits or closes the returned fd: a flock on the
+    folder itself leaves no lock file, and dies with its process (kill -9 too), so it is never
+    stale. Held elsewhere: a UsageError naming the holder and `what`. No flock (Windows): None."""
     try:
         import fcntl
     except ImportError:
@@ -363,8 +340,8 @@ def lock_folder(path, what):
 
 
 def lock_holder(path):
-    """'pid 1234 (python train.py configs/gmlp.py)', the process holding the flock on `path`, from
-    /proc/locks; 'another process' where that cannot be read."""
+    """'pid 1234 (python train.py ...)' holding the flock on `path` (/proc/locks), else 'another
+    process'."""
     st = os.stat(path)
     device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
@@ -381,23 +358,18 @@ def lock_holder(path):
 
 
 def fsync_dir(path):
-    """Make the folder's renames and new names durable (a power cut cannot undo them); best
-    effort."""
-    try:
+    """Make a folder's renames durable (a power cut cannot undo them); best effort: Windows cannot
+    open a folder, some file systems do not fsync one."""
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Windows cannot open a folder
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems do not fsync folders
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def config_paths(names):
-    """Config files from paths or names (gpt -> configs/gpt.py); default: every architecture config
-    (configs/*.py but quick.py and the shared _recipe.py)."""
+    """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's."""
     here = os.path.dirname(os.path.abspath(__file__))
     shipped = sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))
     known = [os.path.basename(p)[:-3] for p in shipped]
@@ -420,15 +392,14 @@ def config_paths(names):
 
 
 def script(name):
-    """A script or file of this repository as a command typed here names it: `train.py` in the
-    repository, its path (`../gpt-blocks/train.py`) from elsewhere."""
+    """A file of this repository as a command typed here names it (`../gpt-blocks/train.py`)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
     return name if os.path.abspath(name) == path else os.path.relpath(path)
 
 
 def checkpoint_advice(path):
-    """What to do when `path` (out_dir/ckpt.pt) is missing: the config that trains that out_dir, or
-    the runs here with the nearest names, or how to train a first one."""
+    """What to do about a missing out_dir/ckpt.pt: the config that trains that out_dir, the runs
+    with the nearest names, or how to train a first one."""
     folder = os.path.normpath(os.path.dirname(path) or '.')
     here = os.path.dirname(os.path.abspath(__file__))
     for config in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py'))):
