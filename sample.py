@@ -81,13 +81,9 @@ class SampleConfig:
 
 
 def parse_args(argv):
-    """
-    SampleConfig from argv. Flags (--key=value) must be sample.py's own keys. A config file may be
-    one written for train.py: it is read against train.py's keys and sample.py's together and
-    sample.py keeps its own, so `python sample.py configs/gmlp.py` samples the run that config
-    trains (the shared keys out_dir, device, dtype, compile and seed mean the same in both).
-    A key that neither script knows is still an error, with the nearest names.
-    """
+    """SampleConfig from argv: flags are sample.py's keys; a config file may be train.py's (its
+    out_dir, device, dtype, compile and seed are kept, so `sample.py configs/gmlp.py` samples the
+    run it trains). A key neither script knows is an error naming the nearest."""
     mine = [f.name for f in dataclasses.fields(SampleConfig)]
     flags = [a for a in argv if a.startswith('-')]
     for key in (a[2:].partition('=')[0] for a in flags):
@@ -128,11 +124,8 @@ def read_start(start, tok):
 
 
 def decode_stream(tok, ids):
-    """
-    Yield the text of the token ids as it becomes final. A byte-level or BPE token can end inside a
-    multi-byte UTF-8 character, which decodes to U+FFFD until the rest arrives; such tokens are held
-    back and decoded with the next ones, so the pieces join to exactly tok.decode(all ids).
-    """
+    """Yield the text of `ids` as it becomes final: a token ending inside a UTF-8 character (U+FFFD
+    until the rest arrives) waits for the next, so the pieces join to exactly tok.decode(ids)."""
     pending = []
     for i in ids:
         pending.append(i)
@@ -225,10 +218,8 @@ def main(argv):
 # which run, and its tokenizer
 
 def checkpoint_path(out_dir, *, verb='sampling'):
-    """out_dir/ckpt.pt; with no out_dir, a run in this folder (out*/ckpt.pt): the newest that
-    finished its training (the run just trained: out-quick/ of the quick start, out-gmlp/ of
-    configs/gmlp.py), else the newest, named on stderr as the run `verb` reads (None: said by the
-    caller, later)."""
+    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt here that finished its training
+    (else the newest), named on stderr as the run `verb` reads (None: the caller says it)."""
     if out_dir:  # one that is not there is said now (before hellaswag.py downloads, say)
         path = os.path.join(out_dir, 'ckpt.pt')
         if not os.path.isfile(path):
@@ -253,9 +244,8 @@ def checkpoint_path(out_dir, *, verb='sampling'):
 
 
 def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
-    """The tokenizer of the data the checkpoint was trained on: its 'meta', else data_dir's. A BPE
-    ranks file that moved is `ranks_file`, else found by its sha256 beside the run, its data or in
-    data/."""
+    """The tokenizer of the checkpoint's data (its 'meta', else data_dir's); a BPE ranks file that
+    moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
     meta = ckpt.get('meta')
     if meta is None:  # an older checkpoint: the data directory it names, if it is still there
         data_dir = (ckpt.get('config') or {}).get('data_dir')
@@ -293,12 +283,10 @@ DECODE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBa
 def stream(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
            use_cache=True, generator=None, fixed=False, step=None, cache=None):
     """
-    Yield max_new_tokens new tokens, each (B, 1), continuing idx (B, T). Inputs longer than
-    block_size are cropped to their last block_size tokens. With use_cache, each step feeds
-    one token through a DecodeCache (fixed: of fixed shapes; `step`: what runs a one-token
-    call, e.g. a CapturedStep; `cache`: one to reuse, emptied first, so a step recorded on it
-    in an earlier call is replayed at once); once the window is full the positions shift, so
-    the cropped window is re-encoded, exactly as the uncached path would see it.
+    Yield max_new_tokens tokens, each (B, 1), continuing idx (B, T) cropped to block_size. With
+    use_cache each step feeds one token through a DecodeCache (fixed: of fixed shapes; `step`: what
+    runs the one-token call, e.g. a CapturedStep; `cache`: one to reuse, emptied first). Once the
+    window is full it slides, and is re-encoded as the uncached path sees it.
     """
     if cache is not None and cache.fixed != fixed:
         raise ValueError(f"a cache with fixed={cache.fixed} given to stream(fixed={fixed})")
@@ -350,20 +338,15 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
 
 class CapturedStep:
     """
-    The one-token call of a fixed-shape DecodeCache, recorded once as a CUDA graph and replayed for
-    every later token: no Python and no kernel launches per token but the replay's. `fn` is the
-    model (its eager kernels are recorded: ready in about one call) or the model compiled without
-    CUDA graphs of its own (fewer, fused kernels, after a compile). Call it as the model:
-    step(idx_next, cache=cache) -> (logits, None), with idx_next (B, 1); logits live in the graph's
-    output buffer, overwritten by the next replay.
+    A fixed-shape DecodeCache's one-token call, recorded once as a CUDA graph and replayed for every
+    later token: no Python, no kernel launches per token. `fn`: the model, or the model compiled
+    without CUDA graphs of its own. step(idx_next, cache=cache) -> (logits, None); the logits are
+    the graph's output buffer, overwritten by the next replay.
 
-    Recording needs a few warm-up calls first (cuBLAS workspaces, compilation): the cache's state is
-    saved before them and loaded back after, so they leave no trace. The graph reads and writes the
-    cache's tensors where they were when it was recorded: a call with another cache, or with this
-    one's tensors moved (reallocated for another batch size), records again (`records` counts them);
-    stream(cache=...) empties one cache in place, so a later sequence replays at once. Autocast's
-    weight cache is off while recording (weights cast once outside the graph would be read from
-    freed memory), so the casts are part of the graph.
+    The warm-up calls before recording leave no trace (the cache's state is saved and put back).
+    The graph uses the cache's tensors where they were: another cache, or this one reallocated for
+    another batch size, records again (`records` counts). Autocast's weight cache is off while
+    recording (casts made outside the graph would be read from freed memory).
     """
 
     def __init__(self, fn, warmup=3):
@@ -405,10 +388,9 @@ class CapturedStep:
 
 
 def decode_threads(model, prompt, *, given=0, device_type='cpu'):
-    """(intra-op threads for decoding, why): `given` (a flag), else OMP_NUM_THREADS when set, else
-    the fastest of 1, 2, 4, ... cores at decoding 16 tokens from `prompt` with the cache, measured
-    after a warm-up: at batch 1 a token's small matmuls run slower on many threads than on one (a
-    busy CPU makes it worse). Sets it, and leaves the GPU alone (None there)."""
+    """Set and return (CPU threads for decoding, why): `given`, else OMP_NUM_THREADS, else the
+    fastest of 1, 2, 4, ... cores at 16 cached tokens: at batch 1 a token's small matmuls can run
+    slower on many threads than on one. None on a GPU."""
     if device_type != 'cpu':
         return None, 'a GPU decodes'
     if given or os.environ.get('OMP_NUM_THREADS'):
