@@ -142,8 +142,7 @@ def summary_rows(records):
         for ref in REFERENCES:
             base = [b for b in rows
                     if b['config'] == ref and b['context'] == row['context'] and b is not row]
-            gap = paired_gap(row, base[0]) if len(base) == 1 else None
-            if gap is None:
+            if len(base) != 1 or not (gap := paired_gap(row, base[0])):
                 continue
             suffix = '' if ref == 'gpt' else f'_{ref}'
             row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
@@ -528,11 +527,9 @@ def contrast(a, b, y, ka, kb, paired):
     (same seeds, init and batches, as under two schedules), a t interval over the common seeds'
     contrasts; else (two shapes: unrelated runs) Welch's. None where a side has one seed."""
     ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
-    if paired:
-        common = sorted(set(ga) & set(gb))
-        if common:
-            mean, half, _ = interval([kb * gb[s] - ka * ga[s] for s in common])
-            return mean, half
+    common = sorted(set(ga) & set(gb)) if paired else []
+    if common:
+        return interval([kb * gb[s] - ka * ga[s] for s in common])[:2]
     mean = kb * b[y] - ka * a[y]
     if len(ga) < 2 or len(gb) < 2:
         return mean, None
@@ -687,11 +684,10 @@ def sweep_report(sweep, results_path, png, only=None):
                                  "-regime.png"), plot_regime, rs,
              f"{headings.words(rs[0], budget=span)}: best lr of each grid at every budget")
     in_regime = {r['context'] for rs in regimes.values() for r in rs}
-    for (context,), rs in groups(rows, 'context').items():  # a table per setting: configs on it
-        if context in in_regime:
-            continue
+    alone = [rs for (c,), rs in groups(rows, 'context').items() if c not in in_regime]
+    for rs in alone:  # a table per setting: configs on it
         say(f"\n### {headings.of(rs[0])}\n\n{table(rs)}")
-        plot(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+        plot(png if len(alone) == 1 else png.replace(
             '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
                     f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
     for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?

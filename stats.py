@@ -174,11 +174,10 @@ def read_results(path, kind='sweep'):
                                     f"{r.get('batch_size', '?')} x {r.get('block_size', '?')} "
                                     "tokens of val, each run's own seed")
         k = key_id(r['key'])
-        if k in seen:
+        if seen.setdefault(k, n) == n:
+            records.append(r)
+        else:
             twice.append(f"{n} (as line {seen[k]})")
-            continue
-        seen[k] = n
-        records.append(r)
     if twice:
         say_once(f"{path} records {len(twice)} run(s) twice, lines {', '.join(twice[:5])}"
                  f"{' ...' if len(twice) > 5 else ''}: the first record of each is read")
@@ -200,8 +199,8 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run, in one locked write (whole even when two sweeps append to one
-    file), fsynced. `kept`: where the run's own output stays when the file cannot be written."""
+    """One line per finished run in one locked, fsynced write: whole when two sweeps append to one
+    file, kept when a sweep is interrupted. `kept`: where the run's output stays if it cannot be."""
     with lock:
         try:
             note = locked_append(path, (json.dumps(record) + '\n').encode(), f"{path}.partial")
