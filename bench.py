@@ -31,6 +31,7 @@ if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quie
 
 import contextlib
 import dataclasses
+import functools
 import json
 import multiprocessing
 import resource
@@ -75,10 +76,8 @@ def rss_bytes(key='VmHWM'):
     """Peak (VmHWM) or current (VmRSS) resident set of this process; ru_maxrss without /proc."""
     try:
         with open('/proc/self/status') as f:
-            for line in f:
-                if line.startswith(key + ':'):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ':'))
+    except (OSError, StopIteration):  # no /proc, or no such line
         pass
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux, bytes on macOS
     return rss if sys.platform == 'darwin' else rss * 1024
@@ -112,13 +111,25 @@ def median_and_range(times):
                 + (' UNSTABLE' if (max(times) - min(times)) / dt > UNSTABLE else ''))
 
 
-def speed_row(path, bench, overrides):
-    """One config's row, measured in this (fresh) process."""
+def setup(path, overrides):
+    """(cfg, device, device_type, dtype, GPTConfig, autocast context, scaler) of config `path`."""
     cfg = parse_config(TrainConfig, [path, *overrides])
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
     mcfg = GPTConfig(**{**cfg.model_args(), 'vocab_size': cfg.vocab_size or 256})  # 0: bytes
+    return (cfg, device, device_type, dtype, mcfg, autocast_context(device_type, dtype),
+            torch.amp.GradScaler(device_type, enabled=dtype == 'float16'))
+
+
+def setup_text(cfg, device, dtype):
+    return (f"device={device} dtype={dtype} compile={cfg.compile} torch={torch.__version__} "
+            f"threads={torch.get_num_threads()}")
+
+
+def speed_row(path, bench, overrides):
+    """One config's row, measured in this (fresh) process."""
+    cfg, device, device_type, dtype, mcfg, ctx, scaler = setup(path, overrides)
     torch.manual_seed(0)
     if device_type == 'cuda':
         torch.cuda.empty_cache()
@@ -127,17 +138,16 @@ def speed_row(path, bench, overrides):
     model = GPT(mcfg).to(device)
     opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2), device_type,
                                      cfg.optimizer)
-    ctx = autocast_context(device_type, dtype)
-    scaler = torch.amp.GradScaler(device_type, enabled=dtype == 'float16')
     step_model = torch.compile(model) if cfg.compile else model
     T = mcfg.block_size
     x = torch.randint(0, mcfg.vocab_size, (cfg.batch_size, T + 1), device=device)
     x, y = x[:, :-1], x[:, 1:]
 
-    for _ in range(bench.warmup):
+    def step():
         train_step(step_model, x, y, ctx, scaler, opt)
-    times = [timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt), bench.iters,
-                         device_type) for _ in range(bench.repeats)]
+    for _ in range(bench.warmup):
+        step()
+    times = [timed_round(step, bench.iters, device_type) for _ in range(bench.repeats)]
     dt, ms_range = median_and_range(times)
     tokens_per_s = cfg.batch_size * T / dt
     peak_mem = (torch.cuda.max_memory_allocated() if device_type == 'cuda' else
@@ -145,13 +155,10 @@ def speed_row(path, bench, overrides):
     peak = peak_flops(device, cfg.peak_flops, dtype)
     row = dict(config=os.path.basename(path)[:-3], params=model.get_num_params(),
                ms_per_iter=dt * 1000, ms_min=min(times) * 1000, ms_max=max(times) * 1000,
-               ms_range=ms_range,
-               tokens_per_s=tokens_per_s, flops_per_token=model.flops_per_token(),
-               peak_mem_mb=peak_mem / 2 ** 20,
+               ms_range=ms_range, tokens_per_s=tokens_per_s,
+               flops_per_token=model.flops_per_token(), peak_mem_mb=peak_mem / 2 ** 20,
                mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None,
-               setup=f"device={device} dtype={dtype} compile={cfg.compile} "
-                     f"torch={torch.__version__} threads={torch.get_num_threads()}")
-    # decoding: one prompt token, decode_tokens new ones, greedy; with and without the cache
+               setup=setup_text(cfg, device, dtype))
     if bench.decode_tokens:  # 1 prompt token, greedy, batch 1: cached, uncached, captured
         if bench.decode_block_size:
             model = GPT(dataclasses.replace(mcfg, block_size=bench.decode_block_size)).to(device)
@@ -168,11 +175,9 @@ def speed_row(path, bench, overrides):
             cache = DecodeCache(model.config.n_layer, fixed=kw.get('fixed', False))  # both calls
             with ctx:
                 for n in (8, bench.decode_tokens):  # a warm-up (and the recording), then the timing
-                    sync_device(device_type)
-                    t0 = time.perf_counter()
-                    list(stream(model, prompt, n, temperature=0, cache=cache, **kw))
-                    sync_device(device_type)
-            row[f'decode_tok_s_{way}'] = bench.decode_tokens / (time.perf_counter() - t0)
+                    dt = timed_round(lambda: list(stream(model, prompt, n, temperature=0,
+                                                         cache=cache, **kw)), 1, device_type)
+            row[f'decode_tok_s_{way}'] = bench.decode_tokens / dt
     return row
 
 
@@ -182,8 +187,8 @@ def load_reference(path):
     import importlib.util
     regular_file(path, "--reference (a model file with nanoGPT's interface, e.g. its model.py)")
     if not path.endswith('.py'):
-        raise UsageError(f"--reference={path!r} is not a Python file (.py): name nanoGPT's model.py "
-                         "or a file with its interface")
+        raise UsageError(f"--reference={path!r} is not a Python file (.py): name nanoGPT's "
+                         "model.py or a file with its interface")
     spec = importlib.util.spec_from_file_location('reference_model', path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -202,23 +207,16 @@ def load_reference(path):
 
 
 def side_by_side(bench, overrides):
-    """Our gpt block and the --reference model at one shape, trained by one loop in this process,
-    the two timed in alternating rounds (so a busy machine slows both alike): their rows and ours /
-    theirs."""
-    cfg = parse_config(TrainConfig, [os.path.join(HERE, 'configs', 'gpt.py'), *overrides])
-    device = resolve_device(cfg.device)
-    device_type = torch.device(device).type
-    dtype = resolve_dtype(cfg.dtype, device_type)
-    mcfg = GPTConfig(**{**cfg.model_args(), 'vocab_size': cfg.vocab_size or 256})
+    """Our gpt block and the --reference model at one shape, one loop in this process, timed in
+    alternating rounds (a busy machine slows both alike): (their rows, ours / theirs, setup)."""
+    cfg, device, device_type, dtype, mcfg, ctx, scaler = setup(
+        os.path.join(HERE, 'configs', 'gpt.py'), overrides)
     ref = load_reference(bench.reference)
     shape = dict(block_size=mcfg.block_size, vocab_size=mcfg.vocab_size, n_layer=mcfg.n_layer,
                  n_head=mcfg.n_head, n_embd=mcfg.n_embd, dropout=0.0, bias=mcfg.bias)
     known = ({f.name for f in dataclasses.fields(ref.GPTConfig)}
              if dataclasses.is_dataclass(ref.GPTConfig) else set(shape))
-    models = {}
-    theirs = {k: v for k, v in shape.items() if k in known}
-    ctx = autocast_context(device_type, dtype)
-    scaler = torch.amp.GradScaler(device_type, enabled=dtype == 'float16')
+    models, theirs = {}, {k: v for k, v in shape.items() if k in known}
     T = mcfg.block_size
     x = torch.randint(0, mcfg.vocab_size, (cfg.batch_size, T + 1), device=device)
     x, y = x[:, :-1].contiguous(), x[:, 1:].contiguous()  # as a data loader gives them
@@ -237,22 +235,21 @@ def side_by_side(bench, overrides):
             raise UsageError(f"the {name} model does not build or train as nanoGPT's interface "
                              f"does (GPTConfig(**shape), GPT(config), forward(idx, targets) -> "
                              f"(logits, loss)): {why}") from None
-        models[name] = (torch.compile(model) if cfg.compile else model, opt, model)
-    for step_model, opt, _ in models.values():
+        step_model = torch.compile(model) if cfg.compile else model
+        models[name] = (functools.partial(train_step, step_model, x, y, ctx, scaler, opt), model)
+    for step, _ in models.values():
         for _ in range(bench.warmup):
-            train_step(step_model, x, y, ctx, scaler, opt)
+            step()
     times = {name: [] for name in models}
     for r in range(bench.repeats):  # alternating: ours first in even rounds, theirs in odd ones
         for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
-            step_model, opt, _ = models[name]
-            times[name].append(timed_round(lambda: train_step(step_model, x, y, ctx, scaler, opt),
-                                           bench.iters, device_type))
+            times[name].append(timed_round(models[name][0], bench.iters, device_type))
     peak = peak_flops(device, cfg.peak_flops, dtype)
-    fpt = models['ours (gpt)'][2].flops_per_token()  # one shape: one FLOP count for both (ours)
+    fpt = models['ours (gpt)'][1].flops_per_token()  # one shape: one FLOP count for both (ours)
     rows = []
     for name, ts in times.items():
         dt, ms_range = median_and_range(ts)
-        params = sum(p.numel() for p in models[name][2].parameters())  # a tied weight once
+        params = sum(p.numel() for p in models[name][1].parameters())  # a tied weight once
         rows.append(dict(config=name, params=params, ms_per_iter=dt * 1000, ms_range=ms_range,
                          tokens_per_s=cfg.batch_size * T / dt, flops_per_token=fpt,
                          mfu=fpt * cfg.batch_size * T / dt / peak if peak else None))
@@ -261,23 +258,29 @@ def side_by_side(bench, overrides):
         print(f"note: the reference has {rows[1]['params']:,} parameters, ours "
               f"{rows[0]['params']:,}: not the same model at this shape, so the ratio is not a "
               "like-for-like speed", file=sys.stderr)
-    setup = (f"device={device} dtype={dtype} compile={cfg.compile} torch={torch.__version__} "
-             f"threads={torch.get_num_threads()} batch={cfg.batch_size} block={T} "
-             f"reference={bench.reference}")
-    return rows, ratio, setup
+    return rows, ratio, (f"{setup_text(cfg, device, dtype)} batch={cfg.batch_size} block={T} "
+                         f"reference={bench.reference}")
 
 
 SPEED_COLUMNS = [
     ('config', 'config', '{}'), ('params', 'params', '{:,}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
-    ('ms_range', 'min–max', '{}'),
-    ('tokens_per_s', 'train tok/s', '{:,.0f}'), ('flops_per_token', 'FLOPs/token', '{:,.0f}'),
-    ('mfu', 'MFU', '{:.1%}'), ('peak_mem_mb', 'peak MiB', '{:,.0f}'),
-    ('decode_threads', 'decode threads', '{}'),
+    ('ms_range', 'min–max', '{}'), ('tokens_per_s', 'train tok/s', '{:,.0f}'),
+    ('flops_per_token', 'FLOPs/token', '{:,.0f}'), ('mfu', 'MFU', '{:.1%}'),
+    ('peak_mem_mb', 'peak MiB', '{:,.0f}'), ('decode_threads', 'decode threads', '{}'),
     ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
     ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'),
     ('decode_tok_s_captured', 'CUDA graph', '{:,.0f}'),
-    ('decode_tok_s_compiled', 'compiled graph', '{:,.0f}'),
-]
+    ('decode_tok_s_compiled', 'compiled graph', '{:,.0f}')]
+
+
+def show(bench, rows, setup, columns, **more):
+    """Print the rows as JSON (with the setup and `more`), else the setup and a table (True)."""
+    if bench.json:
+        print(json.dumps({'setup': setup, 'rows': rows, **more}, indent=1))
+    else:
+        print(f"{setup}\n")
+        print(markdown_table(rows, columns))
+    return not bench.json
 
 
 def main(argv):
@@ -291,12 +294,7 @@ def main(argv):
                              "configs with it (set the shape with --n_layer, --n_head, --n_embd, "
                              "--block_size)")
         rows, ratio, setup = side_by_side(bench, overrides)
-        if bench.json:
-            print(json.dumps({'setup': setup, 'rows': rows, 'ours_over_reference': ratio},
-                             indent=1))
-        else:
-            print(f"{setup}\n")
-            print(markdown_table(rows, SPEED_COLUMNS[:7]))
+        if show(bench, rows, setup, SPEED_COLUMNS[:7], ours_over_reference=ratio):
             print(f"\nours / reference: {ratio:.3f}x training tokens per second (medians of "
                   f"{bench.repeats} alternating timings of {bench.iters} steps)")
         return rows
@@ -304,21 +302,13 @@ def main(argv):
     for path in paths:  # every key valid for every config (the device there) before anything runs
         resolve_device(parse_config(TrainConfig, [path, *overrides]).device)
     rows = []
-    # each config in a fresh process: peak memory is then its own, not what earlier configs left
-    # behind
+    # each config in a fresh process: its peak memory is its own, not what earlier ones left behind
     spawn = multiprocessing.get_context('spawn')
     for i, path in enumerate(paths):
         print(f"[{i + 1}/{len(paths)}] {path}", file=sys.stderr, flush=True)
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             rows.append(pool.submit(speed_row, path, bench, overrides).result())
-    setup = rows[0].pop('setup')
-    for r in rows[1:]:
-        r.pop('setup')
-    if bench.json:
-        print(json.dumps({'setup': setup, 'rows': rows}, indent=1))
-    else:
-        print(f"{setup}\n")
-        print(markdown_table(rows, SPEED_COLUMNS))
+    if show(bench, rows, [r.pop('setup') for r in rows][0], SPEED_COLUMNS):
         if any('UNSTABLE' in r['ms_range'] for r in rows):
             print(f"\nUNSTABLE: the slowest timing is more than {UNSTABLE:.0%} of the median off "
                   "the fastest; the machine was busy: rerun those configs (more --repeats) before "

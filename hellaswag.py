@@ -18,9 +18,8 @@ import os
 import signal
 
 def read_hellaswag(path, limit=0):
-    """[(context, [4 endings], label)] from HellaSwag's jsonl ('ctx', 'endings', 'label' per line),
-    the first `limit` (0: all); a path that is not a regular file, or a line that is not such an
-    item (4 non-empty string endings in a list, an integer label 0-3), is a UsageError naming it."""
+    """[(context, [4 endings], label)] from HellaSwag's jsonl, the first `limit` (0: all); a path
+    that is not a regular file, or a line that is not such an item, is a UsageError naming it."""
     if not os.path.isfile(path):
         raise UsageError(f"{path!r} is not a regular file of HellaSwag items"
                          if os.path.exists(path) else f"{path!r} not found")
@@ -114,19 +113,17 @@ def items_file(cfg):
 
 @torch.no_grad()
 def score(model, tok, items, *, batch_size, device, ctx):
-    """[(pred by total loss, pred by mean loss, label)] for each item: each of its 4 endings scored
-    by the model's cross-entropy on the ending's tokens after the context, in one padded batch per
-    `batch_size` items. Sequences longer than block_size keep their last block_size tokens."""
+    """[(pred by total loss, pred by mean loss, label)] per item: each ending scored by the model's
+    cross-entropy on its tokens after the context, `batch_size` items per padded batch."""
     T = model.config.block_size
     out = []
     for i in range(0, len(items), batch_size):
         rows, spans = [], []
         for context, endings, _ in items[i:i + batch_size]:
             c = tok.encode(context)
-            for e in endings:
-                ids = (c + tok.encode(' ' + e))[-(T + 1):]  # +1: the last token is only a target
-                rows.append(ids)
-                spans.append(len(tok.encode(' ' + e)))
+            for end in [tok.encode(' ' + e) for e in endings]:
+                rows.append((c + end)[-(T + 1):])  # +1: the last token is only a target
+                spans.append(len(end))
         L = max(len(r) for r in rows)
         x = torch.zeros(len(rows), L, dtype=torch.long)
         mask = torch.zeros(len(rows), L - 1)
@@ -139,8 +136,8 @@ def score(model, tok, items, *, batch_size, device, ctx):
         losses = F.cross_entropy(logits.float().transpose(1, 2), x[:, 1:], reduction='none') * mask
         total = losses.sum(1).view(-1, 4)
         mean = total / mask.sum(1).view(-1, 4)
-        for (_, _, label), t, m in zip(items[i:i + batch_size], total, mean):
-            out.append((int(t.argmin()), int(m.argmin()), label))
+        out += [(int(t.argmin()), int(m.argmin()), label)
+                for (_, _, label), t, m in zip(items[i:i + batch_size], total, mean)]
     return out
 
 
@@ -167,9 +164,9 @@ def main(argv):
         counts = [sum(p == y for p, _, y in mine), sum(q == y for _, q, y in mine), len(mine)]
         counts = torch.tensor(counts, dtype=torch.float64, device=device)
         acc, acc_norm, n = procs.all_reduce(counts).tolist()
-    sha = sha256_file(path)
     result = dict(task=cfg.task, acc=acc / n, acc_norm=acc_norm / n, n=int(n), checkpoint=ckpt_path,
-                  iter=ckpt.get('iter_num'), input=path, input_sha256=sha, limit=cfg.limit,
+                  iter=ckpt.get('iter_num'), input=path, input_sha256=sha256_file(path),
+                  limit=cfg.limit,
                   seconds=time.time() - t0, device=device, dtype=dtype)
     if procs.master:
         out = cfg.json or os.path.join(os.path.dirname(ckpt_path), f"eval_{cfg.task}.json")

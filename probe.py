@@ -52,7 +52,7 @@ from configurator import (UsageError, config_paths, keys_given, numbers, parse_c
                           run_main, split_flags)
 from guards import duration
 from model import GPTConfig, GPT
-from report import pyplot, save_png
+from report import markdown_table, pyplot, save_png
 from stats import append_record, arch_key, check_writable, read_results
 from sweep import Stopper
 from train import TrainConfig
@@ -246,10 +246,9 @@ def train_run(args, probe, key, threads=None, log=False):
         solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
         return dict(kind='probe', key=key, **key, acc=curve[-1][1],
                     best_acc=max(c[1] for c in curve), solved=solved_at is not None,
-                    solved_at=solved_at, steps_run=step,
-                    seconds=time.time() - t0, cpu_seconds=time.process_time() - cpu0,
-                    params=model.get_num_params(), block=args['block'], attn=args['attn'],
-                    ffn=args['ffn'], pos_emb=args['pos_emb'], curve=curve,
+                    solved_at=solved_at, steps_run=step, seconds=time.time() - t0,
+                    cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(),
+                    **{k: args[k] for k in ('block', 'attn', 'ffn', 'pos_emb')}, curve=curve,
                     acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']),
                     date=time.strftime('%Y-%m-%d'),
                     machine=f"{platform.machine()} {os.cpu_count()} cores, torch "
@@ -372,28 +371,20 @@ def probe_table(records):
     if not best:
         return "(no runs yet)"
     rows = sorted({cell[:3] for cell in best}, key=lambda r: (r[1], arch_key(r[0]), r[2]))
-    cols = sorted({cell[3:] for cell in best})
-    out = ['| config | view | width | params | '
-           + ' | '.join(f"T={T} N={N}" for T, N in cols) + ' |',
-           '|---|---|---:|---:|' + '---:|' * len(cols)]
+    cols, out = sorted({cell[3:] for cell in best}), []
     for c, view, w in rows:
-        cells, params = [], set()
-        for T, N in cols:
-            r = best.get((c, view, w, T, N))
-            if r is None:
-                cells.append('–')
-                continue
-            params.add(r['params'])
-            solved = (f" ({r['solved_at']:,} steps, lr {r['lr']:g})"
-                      if r.get('solved_at') is not None else '')
-            cells.append(f"{r['acc']:.2f}{solved}")
-        p = f"{min(params) / 1e3:.0f}k"
-        p += f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else ''
+        runs = [best.get((c, view, w, *col)) for col in cols]  # None: a cell not run ('–')
+        params = {r['params'] for r in runs if r}
+        cells = [r and f"{r['acc']:.2f}" + (f" ({r['solved_at']:,} steps, lr {r['lr']:g})"
+                                            if r.get('solved_at') is not None else '')
+                 for r in runs]
+        p = f"{min(params) / 1e3:.0f}k" + (f"–{max(params) / 1e3:.0f}k" if len(params) > 1 else '')
         shared = next((r.get('configs') for r in best.values() if c in r.get('configs', [])), [c])
         first = min(shared, key=arch_key)  # the cell's run, named by its first config in ARCH_ORDER
         same = f" (= {first})" if first != c and view == 'mixer' else ''
-        out.append(f"| {c}{same} | {view} | {w} | {p} | " + ' | '.join(cells) + ' |')
-    return '\n'.join(out)
+        out.append([f"{c}{same}", view, w, p, *cells])
+    headers = ['config', 'view', 'width', 'params', *(f"T={T} N={N}" for T, N in cols)]
+    return markdown_table(out, headers, left=(1,))
 
 
 def plot_probe(records, png):
@@ -424,8 +415,7 @@ def plot_probe(records, png):
     for c, view, color, style in lines:
         r = best.get((c, view, *first[2:]))
         if r:
-            ax.plot([p[0] for p in r['curve']], [p[1] for p in r['curve']], color=color,
-                    linestyle=style)
+            ax.plot(*list(zip(*r['curve']))[:2], color=color, linestyle=style)
     ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
     ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = "
                  f"{first[2]}", fontsize=9)
@@ -448,9 +438,8 @@ def main(argv):
             probe = replace(probe, **{k: v for k, v in values.items() if k not in given})
     probe.results = probe.results or os.path.join('out-probe', 'results.jsonl')
     paths = config_paths(probe.configs)
-    widths = numbers('widths', probe.widths, int)
-    seq_lens = numbers('seq_lens', probe.seq_lens, int)
-    pairs = numbers('pairs', probe.pairs, int)
+    widths, seq_lens, pairs = (numbers(k, getattr(probe, k), int)
+                               for k in ('widths', 'seq_lens', 'pairs'))
     lrs = numbers('learning_rate', probe.learning_rate, float)
     if not probe.replot:
         if any(w % probe.head_size for w in widths):  # attention: width // head_size heads

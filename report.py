@@ -36,12 +36,12 @@ def pyplot():
     return plt
 
 
-def suptitle(fig, text, width=110):
+def suptitle(fig, text):
     """A figure's title, wrapped to lines that fit it; a corpus's hash is for tables, not titles."""
     import re
     import textwrap
     text = re.sub(r' \(sha256 [0-9a-f]+\)|, sha256 [0-9a-f]+', '', text)
-    fig.suptitle(textwrap.fill(text, width), fontsize=10)
+    fig.suptitle(textwrap.fill(text, 110), fontsize=10)
 
 
 def save_png(fig, png, axes=(), xlabels=(), ylabel=None):
@@ -65,13 +65,11 @@ def markdown_table(rows, columns, left=()):
     if columns and isinstance(columns[0], str):
         rows = [dict(enumerate(r)) for r in rows]
         columns = [(i, h, '{}') for i, h in enumerate(columns)]
-    out = ['| ' + ' | '.join(h for _, h, _ in columns) + ' |',
-           '|' + '|'.join('---' if i == 0 or key in left else '---:'
-                          for i, (key, _, _) in enumerate(columns)) + '|']
-    for r in rows:
-        out.append('| ' + ' | '.join('–' if r.get(key) is None else fmt.format(r.get(key))
-                                     for key, _, fmt in columns) + ' |')
-    return '\n'.join(out)
+    return '\n'.join(['| ' + ' | '.join(h for _, h, _ in columns) + ' |',
+                      '|' + '|'.join('---' if i == 0 or key in left else '---:'
+                                     for i, (key, _, _) in enumerate(columns)) + '|']
+                     + ['| ' + ' | '.join('–' if r.get(key) is None else fmt.format(r.get(key))
+                                          for key, _, fmt in columns) + ' |' for r in rows])
 
 
 def references(rs):
@@ -79,13 +77,17 @@ def references(rs):
     return [ref for ref in REFERENCES if any(r['config'] == ref for r in rs)]
 
 
+def vs(r, ref):
+    """Row r's paired gap to `ref` as a table shows it; '–' without one (or without a row)."""
+    return r.get(f'vs_{ref}', '–') if r else '–'
+
+
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
 
 def summary_rows(records):
-    """One row per run setting (setting(): the key less seed and lr): the best lr of its grid, the
-    val loss there over its distinct seeds (mean ± sd, n; bits per byte), the grid's means, the
-    paired gap to each reference; a seed recorded twice (two folders) is said once, not averaged."""
+    """One row per run setting: its best lr, the val loss there over its distinct seeds (a seed
+    recorded twice, from two folders, is said, not averaged), the paired gap to each reference."""
     cells = {}
     for r in records:
         cells.setdefault(key_id(setting(r)), []).append(r)
@@ -93,11 +95,9 @@ def summary_rows(records):
     for cell, rs in cells.items():
         by_lr, twice = {}, []
         for r in rs:
-            seeds = by_lr.setdefault(r['lr'], {})
-            if r['seed'] in seeds:
+            if r['seed'] in by_lr.setdefault(r['lr'], {}):
                 twice.append(f"{r['config']} seed {r['seed']} lr {r['lr']:g}")
-                continue
-            seeds[r['seed']] = r
+            by_lr[r['lr']].setdefault(r['seed'], r)
         if twice:
             say_once(f"{len(twice)} run(s) recorded twice under one setting (the same run from two "
                      f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; "
@@ -112,10 +112,9 @@ def summary_rows(records):
                else f"best of {len(by_lr)} on {seeds_text(chosen_on)}")
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
-            setting=cell, context=key_id(setting(first, ARCH)),
-            regime=key_id(setting(first, ARCH + BUDGET)),
-            scaling=key_id(setting(first, ARCH + BUDGET + SHAPE)),
-            transfer=key_id(setting(first, ARCH + BUDGET + SHAPE + CONTEXT)), data=plain['data'],
+            setting=cell, **{view: key_id(setting(first, drop)) for view, drop in (
+                ('context', ARCH), ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE),
+                ('transfer', ARCH + BUDGET + SHAPE + CONTEXT))}, data=plain['data'],
             shape_context={k: v for k, v in plain.items() if k in CONTEXT},
             data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']),
             config=first['config'], label=first['config'], size=first['size'], kind=first['budget'],
@@ -135,8 +134,7 @@ def summary_rows(records):
             params=first['params'], params_text=f"{first['params']:,}",
             tokens=mean_std([r['tokens'] for r in at])[0],
             flops=mean_std([r['flops'] or 0 for r in at])[0],
-            train_s=mean_std([r.get('train_s') or 0 for r in at])[0],
-            wall_s=mean_std([r.get('wall_s') or 0 for r in at])[0], runs=at,
+            **{k: mean_std([r.get(k) or 0 for r in at])[0] for k in ('train_s', 'wall_s')}, runs=at,
             hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
             if all('hellaswag_acc_norm' in r for r in at) else None))
     name_apart(rows)
@@ -144,8 +142,7 @@ def summary_rows(records):
         for ref in REFERENCES:
             base = [b for b in rows
                     if b['config'] == ref and b['context'] == row['context'] and b is not row]
-            gap = paired_gap(row, base[0]) if len(base) == 1 else None
-            if gap is None:
+            if len(base) != 1 or not (gap := paired_gap(row, base[0])):
                 continue
             suffix = '' if ref == 'gpt' else f'_{ref}'
             row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
@@ -167,8 +164,8 @@ def name_apart(rows):
             fields = differing(settings)
             few = fields[:3] if len({key_id({k: s.get(k) for k in fields[:3]})
                                      for s in settings}) == len(rs) else fields  # each its own
+            more = ' ...' if len(fields) > len(few) else ''
             for r, s in zip(rs, settings):
-                more = ' ...' if len(fields) > len(few) else ''
                 r['label'] = f"{r['config']} ({shown(s, few)}{more})"
 
 
@@ -208,11 +205,9 @@ def table(rows):
     columns, same = [], []
     for key, header, fmt in unit(rows, SUMMARY_COLUMNS):
         cells = {fmt.format(r[key]) if r.get(key) is not None else None for r in rows}
-        if cells == {None}:
-            continue
-        if key in ('size', 'optimizer', 'budget') and len(cells) == 1:
-            same.append(next(iter(cells)))
-        else:
+        if key in ('size', 'optimizer', 'budget') and len(cells) == 1 and cells != {None}:
+            same += cells
+        elif cells != {None}:
             columns.append((key, header, fmt))
     noise = eval_noise_line(rows, '')
     return ((f"({', '.join(same)} in every row)\n\n" if same else '')
@@ -246,7 +241,7 @@ def scaling_rows(rows):
             on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
             text = why if m is None else (f"{m:.2f}" if on_front or all(p in tuned for p in used)
                                           else f"≤ {m:.2f} (gpt's lr not tuned there)")
-            off = r['config'] == 'gpt' and (r['flops'], r['val']) not in front
+            off = r['config'] == 'gpt' and not on_front
             out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
 
@@ -269,7 +264,7 @@ def n_text(ns, spread=''):
             f"n = {lo}-{hi} seeds") + spread * (hi > 1)
 
 
-def plot_sweep(rows, png, title=None):
+def plot_sweep(rows, png, title):
     """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, its 95% interval
     as a band. The evaluation at step 0 (the untrained model) is left out of the curve."""
     plt = pyplot()
@@ -278,15 +273,16 @@ def plot_sweep(rows, png, title=None):
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for row in rows:
         curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
+        label = f"{row['label']} (lr {row['lr']:g}, {n_text([row['n']], '; band: 95% CI')})"
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
-                        f"{row['label']} (lr {row['lr']:g}, {n_text([row['n']], '; band: 95% CI')})")
-    suptitle(fig, f"{title or 'val loss'} ({n_text([r['n'] for r in rows])})")
+                        label)
+    suptitle(fig, f"{title} ({n_text([r['n'] for r in rows])})")
     return save_png(fig, png, axes, ('tokens', 'training FLOPs'),
                     f'val loss, {unit(rows)} (mean over seeds)')
 
 
-def plot_scaling(rows, png, title=None):
+def plot_scaling(rows, png, title):
     """Final val loss against training FLOPs (log scale), a line per architecture, ± sd."""
     plt = pyplot()
     if plt is None:
@@ -306,8 +302,7 @@ def plot_scaling(rows, png, title=None):
                     label=name + (f" {size}" if len(sizes) > 1 else ''),
                     linewidth=2.5 if name == 'gpt' else 1.2)
     ax.set_xscale('log')
-    suptitle(fig, f"{title or 'final val loss against training FLOPs'} "
-                  f"({n_text([r['n'] for r in rows], '; bars: sd')})")
+    suptitle(fig, f"{title} ({n_text([r['n'] for r in rows], '; bars: sd')})")
     return save_png(fig, png, [ax], ['training FLOPs (GPT.flops_per_token x tokens)'],
                     f'final val loss ({unit(rows)})')
 
@@ -316,11 +311,8 @@ def plot_scaling(rows, png, title=None):
 # the regime view: gaps across budgets
 
 def regime_groups(rows):
-    """{setting less architecture and budget: rows} for every such setting trained at 2 or more
-    budgets: the budgets along which a ranking can hold or not; each row labelled within its group
-    (view_rows: a stray row of another setting relabels nothing here)."""
-    out = groups(rows, 'regime')
-    return {k: view_rows(rs, 'budget_value') for k, rs in out.items()
+    """{setting less architecture and budget: its rows (view_rows)}, of those at 2+ budgets."""
+    return {k: view_rows(rs, 'budget_value') for k, rs in groups(rows, 'regime').items()
             if len({r['budget_value'] for r in rs}) > 1}
 
 
@@ -350,15 +342,13 @@ def ends_table(rs):
     cell = {(r['label'], r['budget_value']): r for r in rs}
     names = sorted({r['label'] for r in rs},
                    key=lambda n: (cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
-    refs = references(rs)
-    body = []
+    refs, body = references(rs), []
     for n in names:
         top = cell.get((n, hi))
         best = '–' if top is None else f"{top['lr']:g}" + (
             f" ({top['edge']} of grid)" if top['edge'] else
             ' (no grid: the only lr run)' if not top['grid'] else '')
-        body.append([n, best] + [cell[n, v].get(f"vs_{ref}", '–') if (n, v) in cell else '–'
-                                 for ref in refs for v in (lo, hi)])
+        body.append([n, best] + [vs(cell.get((n, v)), ref) for ref in refs for v in (lo, hi)])
     return markdown_table(body, ['config', f"best lr at {tpp[hi]:.1f}"]
                           + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})"
                              for ref in refs for v in (lo, hi)])
@@ -373,11 +363,8 @@ def regime_tables(rs):
     last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
     names = [r['label'] for r in last]
     names += sorted({r['label'] for r in rs} - set(names), key=arch_key)
-    rank = {}
-    for v in budgets:
-        for i, r in enumerate(sorted((r for r in rs if r['budget_value'] == v),
-                                     key=lambda r: r['val']), 1):
-            rank[r['label'], v] = i
+    rank = {(r['label'], v): i for (v,), g in groups(rs, 'budget_value').items()
+            for i, r in enumerate(sorted(g, key=lambda r: r['val']), 1)}
     head = ['config'] + [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
     body = [[name] + [f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
                       + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
@@ -386,8 +373,8 @@ def regime_tables(rs):
            f"tokens per parameter ({rs[0]['kind']})", '', markdown_table(body, head)]
     config_of = {r['label']: r['config'] for r in rs}
     for ref in references(rs):
-        body = [[name] + [cell[name, v].get(f'vs_{ref}', '–') if (name, v) in cell else '–'
-                          for v in budgets] for name in names if config_of[name] != ref]
+        body = [[name] + [vs(cell.get((name, v)), ref) for v in budgets]
+                for name in names if config_of[name] != ref]
         noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
         out += ['', f"Gap to {ref} ({unit(rs)}; below 0: better than {ref}), paired by seed, "
                     "± its 95% t interval; (spans 0): the interval cannot tell the sign", '',
@@ -396,14 +383,12 @@ def regime_tables(rs):
 
 
 def plot_regime(rs, png, title):
-    """Each config's gap to each reference (a panel each) against tokens per parameter (log axis, a
-    tick at every budget): the mean paired gap, a band of its 95% t interval (2 or more seeds), a
-    zero line inside the frame. With neither reference in `rs`: one panel of val loss."""
+    """Each config's gap to each reference (a panel each; with neither, val loss) against tokens
+    per parameter: the mean paired gap, a band of its 95% t interval, zero inside the frame."""
     plt = pyplot()
     if plt is None:
         return False
-    refs = references(rs) or [None]
-    tpp = tokens_per_param(rs)
+    refs, tpp = references(rs) or [None], tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
     names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
     color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one colour per config in every panel
@@ -417,18 +402,15 @@ def plot_regime(rs, png, title):
             xs = [tpp[r['budget_value']] for r in g]
             line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=color[name])
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
-            lo = [r[y] - (h or 0) for r, h in zip(g, half)]
-            hi = [r[y] + (h or 0) for r, h in zip(g, half)]
+            lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
-            lows += lo
-            highs += hi
+            lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
             pad = 0.08 * (max(highs) - min(lows) or 1)
             ax.set_ylim(min(lows) - pad, max(highs) + pad)  # zero inside the frame, never on it
         ax.set_xscale('log')
-        ticks = sorted(tpp.values())
-        ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+        ax.set_xticks(sorted(tpp.values()), [f"{t:.3g}" for t in sorted(tpp.values())])
         ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
@@ -445,19 +427,16 @@ SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 
 def schedule_groups(rows):
-    """{setting less architecture and schedule: rows} for every such setting trained under 2 or more
-    schedules (at one budget: the budget is part of the setting)."""
+    """{setting less architecture and schedule (not budget): its rows}, of those at 2+ schedules."""
     for r in rows:
         r.setdefault('unscheduled', key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
-    out = groups(rows, 'unscheduled')
-    return {k: view_rows(rs, 'schedule') for k, rs in out.items()
+    return {k: view_rows(rs, 'schedule') for k, rs in groups(rows, 'unscheduled').items()
             if len({r['schedule'] for r in rs}) > 1}
 
 
 def schedule_tables(rs):
-    """Markdown: each config's val loss under each schedule (each at its own best lr); a table per
-    reference of its gap under each, and what the gap does from the first schedule to each other
-    one (change_marks, paired by seed)."""
+    """Markdown: each config's val loss under each schedule (at its own best lr); per reference, its
+    gap under each and what the gap does from the first to each other (change_marks, paired)."""
     scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
     cell = {(r['label'], r['schedule']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
@@ -471,11 +450,9 @@ def schedule_tables(rs):
     marks = [f"{scheds[0]} → {s}" for s in scheds[1:]]
     for ref in references(rs):
         y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        body = []
-        for n in (n for n in names if config_of[n] != ref):
-            got = [cell.get((n, s)) for s in scheds]
-            body.append([n] + [g.get(f'vs_{ref}', '–') if g else '–' for g in got]
-                        + change_marks(got, y, paired=True))
+        got = {n: [cell.get((n, s)) for s in scheds] for n in names if config_of[n] != ref}
+        body = [[n, *(vs(g, ref) for g in got[n]), *change_marks(got[n], y, paired=True)]
+                for n in got]
         if body:
             out += ['', markdown_table(body, [f"vs {ref} ({unit(rs)})", *scheds, *marks],
                                        left=range(len(scheds) + 1, 2 * len(scheds)))]
@@ -486,9 +463,8 @@ def schedule_tables(rs):
 # the transfer view: one gap at several shapes
 
 def transfer_groups(rows):
-    """{setting less architecture, budget, shape and what came with it (CONTEXT): rows} for every
-    such setting trained at 2 or more shapes, each row with its `shape` (shape_apart), `shape_words`
-    (what else comes with it) and its label (view_rows)."""
+    """{setting less architecture, budget, shape and CONTEXT: its rows, each with its `shape`,
+    `shape_words` (what else comes with it) and label (view_rows)}, of those at 2+ shapes."""
     out = {}
     for k, rs in groups(rows, 'transfer').items():
         apart = differing([r['shape_context'] for r in rs])
@@ -511,10 +487,9 @@ def shape_apart(r, rs):
 
 
 def view_rows(rs, *axis):
-    """rs, copied, each named by its config and the architecture settings in which it differs from
-    the view's other rows of that config (not a corpus or device, as a table's label may); of rows
-    of one name at one point of `axis` (two warmups at a budget) the one of most seeds, then lowest
-    loss, is shown, and that is said."""
+    """rs, copied, each labelled by its config and the ARCH settings in which it differs from the
+    view's others of that config; of rows of one label at one point of `axis` (two warmups at a
+    budget), the one of most seeds, then lowest loss, is kept, and that is said."""
     settings = [json.loads(r['setting']) for r in rs]
     fields = {c: [k for k in differing([s for x, s in zip(rs, settings) if x['config'] == c])
                   if k in ARCH] for c in {r['config'] for r in rs}}
@@ -548,17 +523,13 @@ def context_words(r, fields):
 
 
 def contrast(a, b, y, ka, kb, paired):
-    """(mean, half-width of its 95% interval or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a
-    and b. `paired` (run on the same seeds: the same init and batches, as under two schedules): a t
-    interval over the per-seed contrasts of the seeds both have. Otherwise (two shapes: unrelated
-    runs): Welch's interval from each side's mean and spread. No half-width where a side has one
-    seed (or, paired, fewer than 2 seeds in common)."""
+    """(mean, 95% half-width or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a and b: `paired`
+    (same seeds, init and batches, as under two schedules), a t interval over the common seeds'
+    contrasts; else (two shapes: unrelated runs) Welch's. None where a side has one seed."""
     ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
-    if paired:
-        common = sorted(set(ga) & set(gb))
-        if common:
-            mean, half, _ = interval([kb * gb[s] - ka * ga[s] for s in common])
-            return mean, half
+    common = sorted(set(ga) & set(gb)) if paired else []
+    if common:
+        return interval([kb * gb[s] - ka * ga[s] for s in common])[:2]
     mean = kb * b[y] - ka * a[y]
     if len(ga) < 2 or len(gb) < 2:
         return mean, None
@@ -572,12 +543,10 @@ def contrast(a, b, y, ka, kb, paired):
 
 
 def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (the
-    signs differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and
-    the change (later - first, ± its 95% interval: contrast()); '–' where either has none. A word
-    is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' intervals (their signs);
-    'halves' ('doubles'), that of 2 * later - first (later - 2 * first), whatever a sign; 'holds',
-    both signs and both of those (neither a halving nor a doubling is left)."""
+    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips',
+    'halves', 'doubles' or 'holds', and the change ± its interval (contrast); '–' where either has
+    none. A word is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' (their signs);
+    'halves' ('doubles'), 2 * later - first's (later - 2 * first); 'holds', all of those."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -596,10 +565,9 @@ def change_marks(cells, y, paired=False):
     return out
 
 
-def matched_budgets(rs, tolerance=1.25):
-    """([(tokens per parameter, {size: budget_value})], the sizes smallest first): at each budget of
-    the smallest shape, each other shape's budget at the nearest tokens per parameter within a
-    factor `tolerance`; only points that 2 or more shapes share."""
+def matched_budgets(rs):
+    """([(tokens per parameter, {size: budget_value})] that 2+ shapes share, the sizes smallest
+    first): each budget of the smallest, and the others' nearest within a factor 1.25."""
     by_size = {shape: tokens_per_param(g) for (shape,), g in groups(rs, 'shape').items()}
     sizes = sorted(by_size, key=lambda s: (min(r['params'] for r in rs if r['shape'] == s), s))
     out = []
@@ -607,7 +575,7 @@ def matched_budgets(rs, tolerance=1.25):
         at = {sizes[0]: v}
         for size in sizes[1:]:
             near = min(by_size[size].items(), key=lambda kv: abs(math.log(kv[1] / t)))
-            if abs(math.log(near[1] / t)) <= math.log(tolerance):
+            if abs(math.log(near[1] / t)) <= math.log(1.25):
                 at[size] = near[0]
         if len(at) > 1:
             out.append((t, at))
@@ -616,8 +584,7 @@ def matched_budgets(rs, tolerance=1.25):
 
 def transfer_tables(rs):
     """Markdown, a table per reference: each config's gap at each shape at matching tokens per
-    parameter (paired by seed, ± 95% t interval), and what it does from the smallest shape to each
-    larger one (change_marks, Welch's interval)."""
+    parameter, and what it does from the smallest shape to each larger one (change_marks)."""
     points, sizes = matched_budgets(rs)
     if not points:
         return ''
@@ -633,10 +600,9 @@ def transfer_tables(rs):
         for name in (n for n in names if config_of[n] != ref):
             for t, at in points:
                 got = [cell.get((name, s, at[s])) if s in at else None for s in sizes]
-                if sum(1 for r in got if r is not None and y in r) < 2:
-                    continue
-                texts = [r[f'vs_{ref}'] if r and y in r else '–' for r in got]
-                body.append([name, f"{t:.1f}", *texts, *change_marks(got, y)])
+                if sum(1 for r in got if r is not None and y in r) >= 2:
+                    body.append([name, f"{t:.1f}", *(vs(r, ref) for r in got),
+                                 *change_marks(got, y)])
         if body:
             out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
                         f"parameter (paired by seed, ± 95% t interval), and what it does from "
@@ -670,9 +636,8 @@ def plot_runs(run_dirs, png):
 
 def sweep_report(sweep, results_path, png, only=None):
     """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's
-    own), one table per question: for each setting trained at several budgets, the regime view and
-    the table at its largest budget; every other setting, its table; the schedule and transfer
-    views; across sizes and budgets, the compute multipliers."""
+    own), one table per question: the regime view (and the table at its largest budget) of a setting
+    at several budgets, else its table; the schedule, transfer and scaling views."""
     records = [r for r in read_many(results_path)  # --results=a,b: both
                if only is None or run_id(r['key']) in only]
     if not records:
@@ -711,45 +676,37 @@ def sweep_report(sweep, results_path, png, only=None):
     for rs in regimes.values():  # does the ranking hold as training grows?
         top = max(r['budget_value'] for r in rs)
         span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
-        say(f"\n### {headings.of(rs[0], budget=span)}\n")
-        say("Gaps at the smallest and the largest budget (tokens per parameter), paired by seed, "
-            "± 95% t interval:\n")
-        say(ends_table(rs) + "\n")
-        say(regime_tables(rs))
-        say(f"\nAt {rs[0]['kind']}={top:g}:\n")
-        say(table([r for r in rs if r['budget_value'] == top]))
+        say(f"\n### {headings.of(rs[0], budget=span)}\n\nGaps at the smallest and the largest "
+            f"budget (tokens per parameter), paired by seed, ± 95% t interval:\n\n{ends_table(rs)}"
+            f"\n\n{regime_tables(rs)}\n\nAt {rs[0]['kind']}={top:g}:\n\n"
+            + table([r for r in rs if r['budget_value'] == top]))
         plot(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}"
                                  "-regime.png"), plot_regime, rs,
              f"{headings.words(rs[0], budget=span)}: best lr of each grid at every budget")
     in_regime = {r['context'] for rs in regimes.values() for r in rs}
-    for (context,), rs in groups(rows, 'context').items():  # a table per setting: configs on it
-        if context in in_regime:
-            continue
-        say(f"\n### {headings.of(rs[0])}\n")
-        say(table(rs))
-        plot(png if len({r['context'] for r in rows} - in_regime) == 1 else png.replace(
+    alone = [rs for (c,), rs in groups(rows, 'context').items() if c not in in_regime]
+    for rs in alone:  # a table per setting: configs on it
+        say(f"\n### {headings.of(rs[0])}\n\n{table(rs)}")
+        plot(png if len(alone) == 1 else png.replace(
             '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
                     f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
     for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?
         where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
         if schedule_tables(rs):
             say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: "
-                f"{where}\n")
-            say(schedule_tables(rs))
+                f"{where}\n\n{schedule_tables(rs)}")
     for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
-        table_text = transfer_tables(rs)
-        if table_text:
-            shapes = sorted({r['shape'] for r in rs},
-                            key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
+        shapes = sorted({r['shape'] for r in rs},
+                        key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
+        if transfer_tables(rs):
             say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, "
-                f"{rs[0]['schedule']} schedule\n")
-            say(table_text)
+                f"{rs[0]['schedule']} schedule\n\n{transfer_tables(rs)}")
     for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
         points = {(r['size'], r['budget_value']) for r in rs}
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
             say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: "
-                "its best point at any size and budget)\n")
-            say(markdown_table(scaling_rows(rs), unit(rs, SCALING_COLUMNS)))
+                "its best point at any size and budget)\n\n"
+                + markdown_table(scaling_rows(rs), unit(rs, SCALING_COLUMNS)))
             schedule = '' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']
             plot(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}{schedule}"
                                      f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
@@ -767,9 +724,8 @@ def sweep_report(sweep, results_path, png, only=None):
 
 
 class Headings:
-    """What a table's heading says of its setting: the corpus, size, budget, optimizer, schedule and
-    val set, and every other setting in which it differs from another table those words describe
-    alike; `suffix`: the same as part of a plot file's name."""
+    """A table's heading: its corpus, size, budget, optimizer, schedule, val set, and any setting
+    in which it differs from another table of the same words; `suffix`: that in a plot's name."""
 
     def __init__(self, rows):
         self.rows = {r['context']: r for r in rows}

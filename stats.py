@@ -87,13 +87,9 @@ FIELD_CHECKS = {
 
 def bad_field(r, kind):
     """The first field of record `r` a report could not read (missing, or of the wrong type)."""
-    for name, ok in FIELD_CHECKS[kind].items():
-        if name in KINDS[kind] or name in ('key', 'params', 'tokens', 'curve') and kind == 'sweep':
-            if name not in r or not ok(r[name]):
-                return name
-        elif name in r and not ok(r[name]):
-            return name
-    return None
+    needed = KINDS[kind] + (('key', 'params', 'tokens', 'curve') if kind == 'sweep' else ())
+    return next((name for name, ok in FIELD_CHECKS[kind].items()
+                 if (name in r or name in needed) and not (name in r and ok(r[name]))), None)
 
 
 def parse_record(line, kind):
@@ -114,9 +110,8 @@ def parse_record(line, kind):
 
 
 def read_many(paths, kind='sweep'):
-    """The records of several results files (a comma-separated string or a list), in order; a run
-    recorded in two of them counts once (the first), and where the two records differ, a line says
-    so. Of several files, one that is not there is a UsageError: it would be left out in silence."""
+    """The records of results files (a comma-separated string or a list); a run in two counts once
+    (the first; a line says where they differ); a missing one of several is a UsageError."""
     paths = paths.split(',') if isinstance(paths, str) else list(paths)
     missing = [p for p in paths if not os.path.exists(p)]
     if len(paths) > 1 and missing:
@@ -136,10 +131,9 @@ def read_many(paths, kind='sweep'):
 
 
 def read_results(path, kind='sweep'):
-    """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once on
-    stderr and skipped: a last line cut short by a killed writer (the next append sets it aside),
-    the cut-short part of a record glued to a whole one, a second record of a run (the first is
-    kept). Any other line that is not such a record is a UsageError naming it."""
+    """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once and
+    skipped: a last line cut short (the next append sets it aside), the cut-short part of a record
+    glued to a whole one, a run's second record. Any other bad line is a UsageError naming it."""
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
     if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
@@ -180,11 +174,10 @@ def read_results(path, kind='sweep'):
                                     f"{r.get('batch_size', '?')} x {r.get('block_size', '?')} "
                                     "tokens of val, each run's own seed")
         k = key_id(r['key'])
-        if k in seen:
+        if seen.setdefault(k, n) == n:
+            records.append(r)
+        else:
             twice.append(f"{n} (as line {seen[k]})")
-            continue
-        seen[k] = n
-        records.append(r)
     if twice:
         say_once(f"{path} records {len(twice)} run(s) twice, lines {', '.join(twice[:5])}"
                  f"{' ...' if len(twice) > 5 else ''}: the first record of each is read")
@@ -206,9 +199,8 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run, in one write under a lock on the file (a line is whole even when
-    two sweeps, or a sweep and a probe, append to one file), fsynced: an interrupted sweep keeps
-    every finished run. `kept`: where the run's own output stays when the file cannot be written."""
+    """One line per finished run in one locked, fsynced write: whole when two sweeps append to one
+    file, kept when a sweep is interrupted. `kept`: where the run's output stays if it cannot be."""
     with lock:
         try:
             note = locked_append(path, (json.dumps(record) + '\n').encode(), f"{path}.partial")
@@ -229,10 +221,9 @@ def parses(line):
 
 
 def locked_append(path, data, aside):
-    """Append `data` (whole lines) under an exclusive flock, in one write, fsynced. A file that does
-    not end in a newline ends in a line cut short (a writer killed mid-line), first moved to `aside`
-    with the note saying so returned (else None); or in a whole line whose newline a tool dropped
-    (it parses as JSON), which gets its newline and stays."""
+    """Append `data` (whole lines) under an exclusive flock, in one write, fsynced. A last line with
+    no newline is cut short (a writer killed mid-line; moved to `aside`, the note saying so
+    returned, else None) or whole with its newline dropped by a tool (it parses: it gets one)."""
     note = None
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -298,9 +289,8 @@ def betainc(a, b, x):
 
 
 def t_quantile(p, df):
-    """The p-quantile (p > 0.5) of Student's t with df degrees of freedom: the t with
-    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 = p, found by bisection.
-    t_quantile(0.975, 1) = 12.706, (0.975, 2) = 4.303, and towards 1.960 as df grows."""
+    """The p-quantile (p > 0.5) of Student's t with df degrees of freedom, by bisection on
+    P(T <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2: (0.975, 1) = 12.706, (0.975, 2) = 4.303."""
     lo, hi = 0.0, 1.0
     while 1 - betainc(df / 2, 0.5, df / (df + hi * hi)) / 2 < p:
         hi *= 2
@@ -310,13 +300,10 @@ def t_quantile(p, df):
     return (lo + hi) / 2
 
 
-def interval(values, confidence=CONFIDENCE):
-    """(mean, half-width of its t interval with n - 1 degrees of freedom, n); no width (None) for
-    one value."""
+def interval(values):
+    """(mean, half-width of its t interval with n - 1 degrees of freedom (one value: None), n)."""
     mean, sd, n = mean_std(values)
-    if n < 2:
-        return mean, None, n
-    return mean, t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n), n
+    return mean, t_quantile(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n) if n > 1 else None, n
 
 
 def holds_zero(mean, half):
@@ -324,12 +311,11 @@ def holds_zero(mean, half):
     return half is None or abs(mean) <= half
 
 
-def gap_text(mean, half, n, digits=4):
+def gap_text(mean, half, n):
     """'-0.0512 ± 0.0210 (n=3)', '… (spans 0)' when the interval does, '+0.0100 (n=1)'."""
     if half is None:
-        return f"{mean:+.{digits}f} (n={n})"
-    return (f"{mean:+.{digits}f} ± {half:.{digits}f} (n={n})"
-            + (' (spans 0)' if holds_zero(mean, half) else ''))
+        return f"{mean:+.4f} (n={n})"
+    return f"{mean:+.4f} ± {half:.4f} (n={n})" + (' (spans 0)' if holds_zero(mean, half) else '')
 
 
 def spread_text(mean, std, n):
@@ -338,11 +324,9 @@ def spread_text(mean, std, n):
 
 
 def paired_gap(row, base):
-    """Row's runs minus base's, paired by seed (at one seed both trained on the same batches, in the
-    same order, and are scored on the same val batches): {gap, half: the half-width of its 95% t
-    interval (None for one pair), n, text, by_seed: {seed: its gap}, eval_se: the val sample's own
-    standard error of the gap, from the per-batch val losses where the records hold them (a fixed
-    val set's noise is shared by every seed, so the seeds' spread does not show it)}."""
+    """Row's runs minus base's, paired by seed (one seed: the same batches, the same val batches):
+    {gap, half (95% t; None for one pair), n, text, by_seed, eval_se: the val sample's own s.e. of
+    the gap, from per-batch val losses (a fixed val set's noise is shared by every seed)}."""
     theirs = {r['seed']: r for r in base['runs']}
     pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
     if not pairs:
@@ -370,10 +354,9 @@ def frontier(points):
 
 
 def compute_multiplier(reference, flops, loss):
-    """Primer's compute multiplier (arXiv:2109.08668): the training FLOPs the reference (gpt) needs
-    to reach `loss`, over `flops`, interpolated linearly in log-FLOPs on the reference's frontier.
-    (multiplier, None, the two frontier points read between), or (None, why, ()) when `loss` lies
-    outside the frontier's range: no extrapolation."""
+    """Primer's compute multiplier (arXiv:2109.08668): the FLOPs the reference's frontier needs to
+    reach `loss` (linear in log-FLOPs), over `flops`: (multiplier, None, the two points read
+    between), or (None, why, ()) outside the frontier's range: no extrapolation."""
     pts = frontier(reference)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
         if l1 <= loss <= l0:
@@ -406,20 +389,18 @@ ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
 
 
 def run_id(key):
-    """A run's key as the string records are matched by: settings at train.py's default value are
-    left out (but ALWAYS), so a key written before a setting existed matches the same run today,
-    while a changed default (written out in the older key) does not; and the data folder's path,
-    where the data's fingerprint names what it holds (a copy elsewhere is the same data)."""
+    """A run's key as records are matched by: less settings at train.py's default (but ALWAYS: a
+    key from before a setting matches today's run, a changed default does not), and less the data
+    folder's path where the data's fingerprint names it (a copy elsewhere is the same data)."""
     return key_id({k: v for k, v in key.items()
                    if (k in ALWAYS or k not in DEFAULTS or DEFAULTS[k] != v)
                    and not (k == 'data_dir' and key.get('data'))})
 
 
 def setting(r, drop=()):
-    """A record's run setting: its key as run_id reads it, less NOT_MEASURED and the lr grid, less
-    `drop` (ARCH: what two configs compared on one setting differ in; BUDGET: what a regime view
-    spans; SHAPE: what a transfer view spans). Records of one setting differ in seed and lr alone: a
-    table row is one setting's best lr over its distinct seeds."""
+    """A record's run setting (its records differ in seed and lr alone): its key as run_id reads it,
+    less NOT_MEASURED, the lr grid and `drop` (ARCH: what two compared configs differ in; BUDGET,
+    SHAPE: what a regime, a transfer view spans)."""
     key = json.loads(run_id(r['key']))
     if key.get('data') is None:  # written before the data's fingerprint was: its folder names it
         key['data'] = r.get('data_dir')
@@ -446,19 +427,16 @@ def groups(records, *fields):
 # the best learning rate of a setting
 
 def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
-    """{config: its best lr}, tuned where the grid ran: AdamW, the `schedule`, at the iteration
-    budget `budget` (None: any), at `size` where the results hold runs there, else at the
-    size with the most runs of that config."""
+    """{config: its best lr} where the grid ran: AdamW, `schedule`, max_iters=`budget` (None: any),
+    at `size` where the results hold runs there, else the size with the most runs of the config."""
     records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw'
                and r.get('schedule', 'cosine') == schedule and budget in (None, r['budget_value'])]
-    sizes = {}
-    for (name, at), rs in groups(records, 'config', 'size').items():
-        sizes[name] = max(sizes.get(name, (False, 0, '')), (at == size, len(rs), at))
-    out = {}
-    for (name, at), rs in groups(records, 'config', 'size').items():
-        if at == sizes[name][2]:  # at one size, several budgets: the largest's grid
-            last = max(r['budget_value'] for r in rs)
-            out[name] = best_lr([r for r in rs if r['budget_value'] == last])
+    by, chosen, out = groups(records, 'config', 'size'), {}, {}
+    for name, at in by:
+        chosen[name] = max(chosen.get(name, (False, 0, '')), (at == size, len(by[name, at]), at))
+    for name, (*_, at) in chosen.items():  # at one size, several budgets: the largest's grid
+        last = max(r['budget_value'] for r in by[name, at])
+        out[name] = best_lr([r for r in by[name, at] if r['budget_value'] == last])
     return out
 
 
@@ -482,26 +460,23 @@ def best_lr(records):
 
 def grid_edge(lrs, best):
     """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more."""
-    if len(lrs) < 2:
-        return None
-    return 'top' if best == max(lrs) else 'bottom' if best == min(lrs) else None
+    return (None if len(lrs) < 2 else 'top' if best == max(lrs)
+            else 'bottom' if best == min(lrs) else None)
 
 
 def seeds_text(seeds):
     """[1, 2, 3] -> 'seeds 1-3'; [1] -> 'seed 1'; [1, 3] -> 'seeds 1, 3'."""
     if len(seeds) == 1:
         return f"seed {seeds[0]}"
-    if seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"seeds {seeds[0]}-{seeds[-1]}"
-    return "seeds " + ', '.join(map(str, seeds))
+    run = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"seeds {seeds[0]}-{seeds[-1]}" if run else "seeds " + ', '.join(map(str, seeds))
 
 
 # -----------------------------------------------------------------------------
 # a sweep's record of a run, from the run's folder
 
 def read_log(run_dir):
-    """A run's log.jsonl rows; a row whose number a report reads is not a number (a hand edit) is a
-    UsageError naming it."""
+    """A run's log.jsonl rows; a row with a non-number where a report reads one is a UsageError."""
     path = os.path.join(run_dir, 'log.jsonl')
     if not os.path.isfile(path):
         raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")

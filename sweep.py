@@ -27,6 +27,7 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while the imports load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -164,15 +165,14 @@ def integer(text):
     return int(value)
 
 
-def digest(key, n=10):
-    return hashlib.sha256(run_id(key).encode()).hexdigest()[:n]
+def digest(key):
+    return hashlib.sha256(run_id(key).encode()).hexdigest()[:10]
 
 
 def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
-    """The plan of one run: its train.py command, key and folder. Token and FLOPs budgets become an
-    iteration count per config, where the lr schedule ends (lr_decay_iters): every architecture
-    finishes its decay at the budget whatever its FLOPs per token. The key is the run as train.py
-    will resolve it (less NO_EFFECT) with the data's fingerprint; the folder is named by it."""
+    """One run's train.py command, key (the run as train.py will resolve it, less NO_EFFECT, with
+    the data's fingerprint) and folder (named by the key). Token and FLOPs budgets become iterations
+    where the lr schedule ends: every architecture decays fully at the budget whatever its FLOPs."""
     name = os.path.basename(path)[:-3]
     recipe = [sweep.recipe] if sweep.recipe else []  # applied after the config: its keys win
     flags = keys_given(overrides)  # the user's keys; with the recipe's: never replaced by the sweep
@@ -197,10 +197,8 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     iters = cfg.max_iters
     if kind == 'max_iters':
         iters = value = value or cfg.max_iters
-    elif kind == 'max_tokens':
-        iters = math.ceil(value / tokens_per_iter)
-    elif kind == 'max_flops':
-        iters = math.ceil(value / (tokens_per_iter * fpt))
+    elif kind != 'max_seconds':  # tokens or FLOPs
+        iters = math.ceil(value / (tokens_per_iter * (fpt if kind == 'max_flops' else 1)))
     wsd = cfg.decay_lr and cfg.lr_schedule == 'wsd'
     if 'lr_decay_iters' in flags and cfg.lr_decay_iters != iters and kind != 'max_seconds':
         raise UsageError(f"--lr_decay_iters={cfg.lr_decay_iters}: a sweep ends each run's schedule "
@@ -230,32 +228,31 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     if sweep.hellaswag:  # a record with the score is another record
         key['hellaswag'] = {'items': sha256_file(sweep.hellaswag)[:12],
                             'limit': sweep.hellaswag_limit}
+    # which val batches score a run, in words: equal words, the same text
+    val_set = (f"{run.eval_iters} x {run.batch_size} x {run.block_size} tokens of val, "
+               + ("each run's own seed" if run.eval_seed == -1 else f"eval_seed {run.eval_seed}"))
     fields = dict(config=name, size=size_label, seed=seed, lr=cfg.learning_rate,
                   optimizer=cfg.optimizer, budget=kind, budget_value=value, data_dir=cfg.data_dir,
                   block_size=cfg.block_size, batch_size=cfg.batch_size,
-                  schedule=cfg.lr_schedule if cfg.decay_lr else 'constant', val_set=val_set(run))
+                  schedule=cfg.lr_schedule if cfg.decay_lr else 'constant', val_set=val_set)
     label = f"{name}-{size_label}-s{seed}-lr{cfg.learning_rate:g}-{cfg.optimizer}"
-    sched = '-wsd' if wsd else ''
-    run_dir = os.path.join(sweep.out_prefix, f"{label}{sched}-{kind}{value:g}-{digest(key)}")
-    cmd = [sys.executable, TRAIN, *args, f'--out_dir={run_dir}', '--log_interval=50',
-           *(f'--{k}={v}' for k, v in budget.items())]
+    run_dir = os.path.join(sweep.out_prefix,
+                           f"{label}{'-wsd' if wsd else ''}-{kind}{value:g}-{digest(key)}")
+
+    def train(out_dir, *flags):  # train.py's command into out_dir
+        return [sys.executable, TRAIN, *args, f'--out_dir={out_dir}', '--log_interval=50', *flags]
+    cmd = train(run_dir, *(f'--{k}={v}' for k, v in budget.items()))
     plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters,
                 iters * tokens_per_iter * fpt, derived=derived)
     if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
         trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
         plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
         plan.branch_at = run.cooldown_start()
-        plan.trunk_cmd = [sys.executable, TRAIN, *args, f'--out_dir={plan.trunk}',
-                          '--log_interval=50', '--max_tokens=0', '--max_flops=0', '--max_seconds=0',
-                          '--always_save_checkpoint=True', f'--warmup_iters={run.warmup_iters}',
-                          f'--eval_interval={run.eval_interval}']
+        plan.trunk_cmd = train(plan.trunk, '--max_tokens=0', '--max_flops=0', '--max_seconds=0',
+                               '--always_save_checkpoint=True',
+                               f'--warmup_iters={run.warmup_iters}',
+                               f'--eval_interval={run.eval_interval}')
     return plan
-
-
-def val_set(cfg):
-    """Which val batches score a run, in words: equal words, the same text."""
-    seed = "each run's own seed" if cfg.eval_seed == -1 else f"eval_seed {cfg.eval_seed}"
-    return f"{cfg.eval_iters} x {cfg.batch_size} x {cfg.block_size} tokens of val, {seed}"
 
 
 def learning_rates(sweep, records, first):
@@ -308,18 +305,20 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
     size and budget (on the seeds every grid point has) is the largest (smallest) tried, the same
     seeds at twice (half) it, at that budget."""
     ignore = ('seed', 'learning_rate', 'min_lr')
-    cells, by_cell, out = {}, {}, []
+
+    def cell(key):  # a run's setting less its seed and lr
+        return run_id({k: v for k, v in key.items() if k not in ignore})
+    firsts, by_cell, out = {}, {}, []  # a cell's first plan, its records
     for p in plans:
-        cells.setdefault(run_id({k: v for k, v in p.key.items() if k not in ignore}), []).append(p)
+        firsts.setdefault(cell(p.key), p)
     for r in records:
-        cell = run_id({k: v for k, v in r['key'].items() if k not in ignore})
-        by_cell.setdefault(cell, []).append(r)
-    for cell, ps in cells.items():
-        rs = by_cell.get(cell, [])
+        by_cell.setdefault(cell(r['key']), []).append(r)
+    for c, p in firsts.items():
+        rs = by_cell.get(c, [])
         lrs = sorted({r['lr'] for r in rs})
         if len(lrs) < 2:
             continue
-        best, p = best_lr(rs), ps[0]
+        best = best_lr(rs)
         step = 2.0 if best == lrs[-1] else 0.5 if best == lrs[0] else None
         size = {k: p.key[k] for k in SHAPE} if sweep.scaling else None
         for seed in sorted({r['seed'] for r in rs if r['lr'] == best}) if step else []:
@@ -411,22 +410,19 @@ class Sweep:
         try:
             if any(run_id(r['key']) == run_id(plan.key) for r in read_results(self.results)):
                 return self.note(plan, None, 'recorded by another sweep')  # while this one waited
-            state = peek(os.path.join(plan.run_dir, 'ckpt.pt'))
-            at = (state or {}).get('iter_num')
+            state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
+            at, wall = state.get('iter_num'), 0.0
             if at is not None and at > (plan.iters or math.inf):
                 at = None
-            branched, wall = None, 0.0
             if at is None:
                 shutil.rmtree(plan.run_dir, ignore_errors=True)
-                if plan.trunk:
-                    trunk = self.branch(plan)
-                    if trunk is None:
-                        return None
-                    if trunk:
-                        at = plan.branch_at
-            if at is not None and plan.trunk and at >= plan.branch_at:
-                branched = f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
-            if not (state and state.get('finished') and state.get('iter_num') == plan.iters):
+                trunk = self.branch(plan) if plan.trunk else False
+                if trunk is None:
+                    return None
+                at = plan.branch_at if trunk else None
+            branched = (f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
+                        if at is not None and plan.trunk and at >= plan.branch_at else None)
+            if not (state.get('finished') and state.get('iter_num') == plan.iters):
                 ok, wall = self.train(plan.cmd, resume=at is not None)
                 if not ok:
                     return self.note(plan, None, wall)
@@ -438,11 +434,10 @@ class Sweep:
             record = record_of(plan, wall, branched)
             if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
                 out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
+                limit, device = plan.key['hellaswag']['limit'], plan.key['device']
                 proc = self.stopper.run([sys.executable, EVAL, f'--out_dir={plan.run_dir}',
-                                         f'--input={self.score_items}',
-                                         f"--limit={plan.key['hellaswag']['limit']}",
-                                         f'--json={out}', f"--device={plan.key['device']}"],
-                                        env=self.env)
+                                         f'--input={self.score_items}', f'--limit={limit}',
+                                         f'--json={out}', f'--device={device}'], env=self.env)
                 if proc is None or proc.returncode:
                     return self.note(plan, None, 'stopped' if proc is None or self.stopper
                                      else f"hellaswag.py failed: {last_line(proc)}")
@@ -522,9 +517,8 @@ def run_all(sweep, plans, results_path, stopper):
                 if d and os.path.isfile(os.path.join(d, 'ckpt.pt'))}
         print(f"stopped: {len(runs.recorded)} runs finished and recorded in {results_path} in "
               f"{minutes:.1f} min, {len(runs.stopped)} not finished (their progress kept in "
-              f"{len(kept)} checkpoint(s)), {len(runs.failed)} failed; "
-              f"continue with: python sweep.py {' '.join(sys.argv[1:])}",
-              file=sys.stderr, flush=True)
+              f"{len(kept)} checkpoint(s)), {len(runs.failed)} failed; continue with: python "
+              f"sweep.py {' '.join(sys.argv[1:])}", file=sys.stderr, flush=True)
         raise SystemExit(stopper.exit_code())
     retry = (f", {len(runs.failed)} failed (fix what their lines above say, then rerun the same "
              "command: it trains only what is not recorded)" if runs.failed else "")
@@ -561,13 +555,11 @@ def announce(plans):
         print(f"note: the sweep sets {k} ({why[k]}): {values}{' ...' if len(at) > 4 else ''}; "
               f"give --{k} to set it yourself", file=sys.stderr)
     worst = (0,)
-    for p in plans:
-        if p.iters:
-            k = p.key
-            evals = p.iters // k['eval_interval'] + 2  # (step 0 and the end)
-            forward = evals * 2 * k['eval_iters'] / 3  # a forward pass: about a third of a step
-            share = forward / (forward + p.iters * k['gradient_accumulation_steps'])
-            worst = max(worst, (share, p.fields['budget_value'], evals, k['eval_iters']))
+    for p, k in [(p, p.key) for p in plans if p.iters]:
+        evals = p.iters // k['eval_interval'] + 2  # (step 0 and the end)
+        forward = evals * 2 * k['eval_iters'] / 3  # a forward pass: about a third of a step
+        share = forward / (forward + p.iters * k['gradient_accumulation_steps'])
+        worst = max(worst, (share, p.fields['budget_value'], evals, k['eval_iters']))
     if worst[0] > 0.25:
         share, b, evals, n = worst
         print(f"note: evaluation will take about {share:.0%} of a run's time at budget {b:g} "
@@ -597,7 +589,8 @@ def main(argv):
         return rows
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs; a bad lr too
-    for key in [k for k in ('learning_rate', 'lr_scale') if getattr(sweep, k) not in ([], ['tuned'])]:
+    for key in [k for k in ('learning_rate', 'lr_scale')
+                if getattr(sweep, k) not in ([], ['tuned'])]:
         numbers(key, getattr(sweep, key), float)
     if ',' in sweep.results and not sweep.report:
         raise UsageError(f"--results={sweep.results}: a sweep that trains writes one results file; "
@@ -707,10 +700,8 @@ class Stopper:
         print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort"
                                if again else f"stopping: {first}"), file=sys.stderr, flush=True)
         for p in procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # it has just exited
                 p.send_signal(signum)
-            except ProcessLookupError:  # it has just exited
-                pass
 
     def run(self, cmd, **kwargs):
         """subprocess.run(cmd, capture stderr, stdout discarded) in a session of its own, stopped
@@ -732,7 +723,7 @@ class Stopper:
         return 128 + self.signum
 
 
-def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
+def claim(path, stopper=None, *, waiting=None):
     """Hold the lock file `path` (made if missing) until the returned fd is closed or the process
     ends (the kernel drops a flock with its process: never stale). If another process holds it, say
     `waiting` once and wait; None when `stopper` stops the wait. No flock (Windows): no claim."""
@@ -742,11 +733,9 @@ def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     said = False
     while True:
-        try:
+        with contextlib.suppress(OSError):  # held by another process
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
-        except OSError:
-            pass
         if stopper:
             os.close(fd)
             return None
@@ -754,7 +743,7 @@ def claim(path, stopper=None, *, waiting=None, poll_s=1.0):
             print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr,
                   flush=True)
             said = True
-        time.sleep(poll_s)
+        time.sleep(1.0)
 
 
 def release(fd):
