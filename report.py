@@ -543,9 +543,9 @@ def contrast(a, b, y, ka, kb, paired):
 
 
 def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips',
-    'halves', 'doubles' or 'holds', and the change ± its interval (contrast); '–' where either has
-    none. A word is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' (their signs);
+    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (signs
+    differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and the
+    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' (their signs);
     'halves' ('doubles'), 2 * later - first's (later - 2 * first); 'holds', all of those."""
     a, out = cells[0], []
     for b in cells[1:]:
