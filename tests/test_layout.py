@@ -70,3 +70,16 @@ def test_readme_and_guide_state_the_suite_as_it_is():
             said = re.search(r'([\d,]+) tests \(', f.read())
         assert said and int(said.group(1).replace(',', '')) == n, \
             f"{doc} says {said and said.group(1)} tests, the suite collects {n}: write {n}"
+
+
+def test_the_device_scripts_name_files_that_exist():
+    """A script prepared for a GPU session (results/**/*.sh) runs once a device is lent, with no
+    second try: every repository file it names (`tests/test_model.py`, `configs/gpt.py`) is there."""
+    scripts = glob.glob(os.path.join(HERE, 'results', '**', '*.sh'), recursive=True)
+    assert scripts
+    for path in scripts:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+        for name in re.findall(r'(?<![\w/$*.{-])((?:[\w-]+/)*[\w-]+\.py)\b', text):
+            assert os.path.isfile(os.path.join(HERE, name)), \
+                f"{os.path.relpath(path, HERE)} names {name}, which is not in the repository"
