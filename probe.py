@@ -415,7 +415,8 @@ def plot_probe(records, png):
     for c, view, color, style in lines:
         r = best.get((c, view, *first[2:]))
         if r:
-            ax.plot(*list(zip(*r['curve']))[:2], color=color, linestyle=style)
+            steps, accs = [p[0] for p in r['curve']], [p[1] for p in r['curve']]
+            ax.plot(steps, accs, color=color, linestyle=style)
     ax.axhline(1 / first[4], color='k', linestyle=':', lw=1)
     ax.set_title(f"held-out accuracy in training: T = {first[3]}, N = {first[4]}, d = "
                  f"{first[2]}", fontsize=9)
