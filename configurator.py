@@ -216,9 +216,10 @@ def run_main(main):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
     except Exception as e:
-        if compile_failure(e) is None:
+        line = compile_failure(e)
+        if line is None:
             raise
-        print(f"error: {compile_failure(e)}", file=sys.stderr)
+        print(f"error: {line}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -397,6 +398,17 @@ def script(name):
     return name if os.path.abspath(name) == path else os.path.relpath(path)
 
 
+def quick_start(prepare=True):
+    """The quick start's commands as typed here: a first run in about a minute on a CPU."""
+    train = f"python {script('train.py')} {script('configs/quick.py')}"
+    return f"python {script('prepare.py')} && {train}" if prepare else train
+
+
+def no_checkpoint(path):
+    """The error for a missing out_dir/ckpt.pt, with checkpoint_advice's fix."""
+    return UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}")
+
+
 def checkpoint_advice(path):
     """What to do about a missing out_dir/ckpt.pt: the config that trains that out_dir, the runs
     with the nearest names, or how to train a first one."""
@@ -416,5 +428,4 @@ def checkpoint_advice(path):
     near = sorted((r for r in runs if alike[r] >= 0.5), key=lambda r: (-alike[r], r))
     if near:
         return f"the runs with the nearest names: {', '.join(near[:3])} (--out_dir=...)"
-    return (f"train one first (python {script('prepare.py')} && python {script('train.py')} "
-            f"{script('configs/quick.py')}) or point out_dir at the right folder")
+    return f"train one first ({quick_start()}) or point out_dir at the right folder"

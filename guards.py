@@ -21,8 +21,8 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.distributed as dist
 
-from configurator import (UsageError, atomic_write, checkpoint_advice, disk_full, fsync_dir,
-                          lock_folder, script, write_error)
+from configurator import (UsageError, atomic_write, disk_full, fsync_dir, lock_folder,
+                          no_checkpoint, quick_start, write_error)
 from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPT, GPTConfig, count_params
 
@@ -89,9 +89,11 @@ class StopSignals:
 def duration(seconds):
     """4.2s, 42s, 1m32s, 5h03m, 3d04h: a duration at the precision an ETA deserves."""
     s = int(round(seconds))
-    return (f"{seconds:.1f}s" if seconds < 9.95 else f"{s}s" if s < 60 else
-            f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
-            if s < 86400 else f"{s // 86400}d{s % 86400 // 3600:02d}h")
+    return (f"{seconds:.1f}s" if seconds < 9.95 else
+            f"{s}s" if s < 60 else
+            f"{s // 60}m{s % 60:02d}s" if s < 3600 else
+            f"{s // 3600}h{s % 3600 // 60:02d}m" if s < 86400 else
+            f"{s // 86400}d{s % 86400 // 3600:02d}h")
 
 
 class Progress:
@@ -162,8 +164,8 @@ class Progress:
         iters, budget = self.left(iter_num, train_s, s_per_iter)
         return (f"note: this run would take about {duration(total)} on the {device_type.upper()} "
                 f"({s_per_iter:.2f}s per iteration, {int(iters):,} iterations to {budget}, evals "
-                f"included); lower max_iters, use a GPU, or for a first run try `python "
-                f"{script('train.py')} {script('configs/quick.py')}` (about a minute)")
+                f"included); lower max_iters, use a GPU, or for a first run try "
+                f"`{quick_start(prepare=False)}` (about a minute)")
 
 
 def config_text(config, width=100):
@@ -413,7 +415,7 @@ def keep_output_from_stopping_the_run():
 def load_checkpoint(path, device='cpu'):
     """The checkpoint dict at `path` (tensors on `device`); missing or unreadable: a UsageError."""
     if not os.path.isfile(path):
-        raise UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}") from None
+        raise no_checkpoint(path) from None
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated, garbage, or not a torch file at all (torch's own advice to
@@ -572,14 +574,12 @@ RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
 
 class RunFiles:
     """
-    What a run writes in out_dir, from the master process (in the others each method does nothing):
-    ckpt.pt, log.jsonl (one JSON object per line), config.json (with the first checkpoint), prev/.
-    out_dir is locked from the start (a second run is refused, naming the first) and changes only
-    from open(), once every check passed. A scratch run over a previous run writes in out_dir/.new/
-    until its first checkpoint, then the previous run moves to prev/, whole (`swap`; a kill cut
-    short is finished by the next run: `settle`), unless it was stopped early with less training
-    than prev/'s run, which stays. A failed write is one line naming the file; the last good
-    checkpoint stays.
+    What a run writes in out_dir (the master process; elsewhere each method does nothing): ckpt.pt,
+    log.jsonl, config.json (with the first checkpoint), prev/. out_dir is locked from the start and
+    changes only from open(), once every check passed. A scratch run over a previous run writes in
+    out_dir/.new/ until its first checkpoint, then the previous run moves to prev/ whole (`swap`; a
+    cut-short move is finished by the next run: `settle`) unless it was stopped with less training
+    than prev/'s run, which stays. A failed write is one line; the last good checkpoint stays.
     """
 
     def __init__(self, cfg, *, master=True):

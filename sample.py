@@ -32,8 +32,8 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from configurator import (UsageError, checkpoint_advice, help_text, parse_config, regular_file,
-                          run_main, script)
+from configurator import (UsageError, help_text, no_checkpoint, parse_config, quick_start,
+                          regular_file, run_main)
 from dataset import load_tokenizer, read_meta
 from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
 from model import DecodeCache
@@ -223,14 +223,12 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     if out_dir:  # one that is not there is said now (before hellaswag.py downloads, say)
         path = os.path.join(out_dir, 'ckpt.pt')
         if not os.path.isfile(path):
-            raise UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}")
+            raise no_checkpoint(path)
         return path
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
-        raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first (python "
-                         f"{script('prepare.py')} && python {script('train.py')} "
-                         f"{script('configs/quick.py')}: about a minute on a CPU) or pass "
-                         "--out_dir=the/run")
+        raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first ({quick_start()}: "
+                         "about a minute on a CPU) or pass --out_dir=the/run")
     finished = [p for p in runs if (peek(p) or {}).get('finished')]
     chosen = (finished or runs)[0]
     if verb:

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from configurator import UsageError, parse_config, require, run_main, script
+from configurator import UsageError, parse_config, quick_start, require, run_main
 from dataset import load_shard, open_dataset
 from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite,
                     check_memory, check_resumable, config_text, ddp_failed, duration,
@@ -399,9 +399,8 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 
 def main(argv):
     if not argv:  # nanoGPT's bare train.py is GPT-2 124M for days: say what to run instead
-        raise UsageError(f"give a config: python {script('train.py')} {script('configs/quick.py')} "
-                         "(about a minute on a CPU), or one per architecture in configs/; "
-                         "--help lists every key")
+        raise UsageError(f"give a config: {quick_start(prepare=False)} (about a minute on a CPU), "
+                         "or one per architecture in configs/; --help lists every key")
     cfg = parse_config(TrainConfig, argv, doc=__doc__)
     procs = Distributed()  # one process, or the ones torchrun started
     device = procs.device(resolve_device(cfg.device))
