@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from configurator import (UsageError, config_paths, parse_config, regular_file, require, run_main,
-                          split_flags)
+from configurator import UsageError, parse_config, regular_file, require, run_main
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
-from sample import CapturedStep, decode_threads, stream
+from sample import CapturedStep, stream
 from guards import peak_flops, resolve_device, sync_device
-from train import TrainConfig, autocast_context, resolve_dtype
+from sweep import config_paths, split_flags
+from train import TrainConfig, autocast_context, resolve_dtype, train_step
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,14 +83,9 @@ def rss_bytes(key='VmHWM'):
     return rss if sys.platform == 'darwin' else rss * 1024
 
 
-def train_step(model, x, y, ctx, scaler, opt):
-    """One forward + backward + optimizer step, as train.py takes it (one micro-step)."""
-    with ctx:
-        _, loss = model(x, y)
-    scaler.scale(loss).backward()
-    scaler.step(opt)
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
+def one_step(model, x, y, ctx, scaler, opt, grad_clip):
+    """train.py's training step (one micro-step) on one batch."""
+    train_step(model, opt, scaler, ctx, x, y, lambda m: (x, y), grad_clip=grad_clip)
 
 
 def timed_round(step, iters, device_type):
@@ -144,7 +139,7 @@ def speed_row(path, bench, overrides):
     x, y = x[:, :-1], x[:, 1:]
 
     def step():
-        train_step(step_model, x, y, ctx, scaler, opt)
+        one_step(step_model, x, y, ctx, scaler, opt, cfg.grad_clip)
     for _ in range(bench.warmup):
         step()
     times = [timed_round(step, bench.iters, device_type) for _ in range(bench.repeats)]
@@ -164,7 +159,6 @@ def speed_row(path, bench, overrides):
             model = GPT(dataclasses.replace(mcfg, block_size=bench.decode_block_size)).to(device)
         model.eval()
         prompt = torch.zeros(1, 1, dtype=torch.long, device=device)
-        row['decode_threads'], _ = decode_threads(model, prompt, device_type=device_type)
         ways = {'cached': {}, 'uncached': dict(use_cache=False)}
         if device_type == 'cuda':  # the fixed-shape step as a CUDA graph (sample.py --compile)
             ways['captured'] = dict(fixed=True, step=CapturedStep(model))
@@ -229,14 +223,15 @@ def side_by_side(bench, overrides):
                 model = build().to(device)
                 opt = model.configure_optimizers(cfg.weight_decay, 1e-3, (cfg.beta1, cfg.beta2),
                                                  device_type)
-                train_step(model, x, y, ctx, scaler, opt)  # a step of it, or a line why not
+                one_step(model, x, y, ctx, scaler, opt, cfg.grad_clip)  # or a line why not
         except Exception as e:  # a GPTConfig, GPT or forward unlike nanoGPT's: one line
             why = f"{type(e).__name__}: {e}".splitlines()[0]
             raise UsageError(f"the {name} model does not build or train as nanoGPT's interface "
                              f"does (GPTConfig(**shape), GPT(config), forward(idx, targets) -> "
                              f"(logits, loss)): {why}") from None
         step_model = torch.compile(model) if cfg.compile else model
-        models[name] = (functools.partial(train_step, step_model, x, y, ctx, scaler, opt), model)
+        models[name] = (functools.partial(one_step, step_model, x, y, ctx, scaler, opt,
+                                          cfg.grad_clip), model)
     for step, _ in models.values():
         for _ in range(bench.warmup):
             step()
@@ -266,7 +261,7 @@ SPEED_COLUMNS = [
     ('config', 'config', '{}'), ('params', 'params', '{:,}'), ('ms_per_iter', 'ms/iter', '{:.1f}'),
     ('ms_range', 'min–max', '{}'), ('tokens_per_s', 'train tok/s', '{:,.0f}'),
     ('flops_per_token', 'FLOPs/token', '{:,.0f}'), ('mfu', 'MFU', '{:.1%}'),
-    ('peak_mem_mb', 'peak MiB', '{:,.0f}'), ('decode_threads', 'decode threads', '{}'),
+    ('peak_mem_mb', 'peak MiB', '{:,.0f}'),
     ('decode_tok_s_cached', 'decode tok/s cached', '{:,.0f}'),
     ('decode_tok_s_uncached', 'decode tok/s uncached', '{:,.0f}'),
     ('decode_tok_s_captured', 'CUDA graph', '{:,.0f}'),

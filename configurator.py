@@ -1,18 +1,21 @@
 """
 The plumbing every script shares (nanoGPT's configurator.py, checked against a dataclass instead of
 exec-ed into globals): config files and `--key=value` flags (`parse_config`), `--help` from the
-fields' comments, one-line errors (`UsageError`, `run_main`), crash-safe writes and folder locks.
+fields' comments, one-line errors (`UsageError`, `run_main`), crash-safe writes, folder locks and
+the one reader of JSON-lines files.
 """
 import contextlib
 import dataclasses
 import difflib
 import glob
-import errno
 import inspect
+import itertools
+import json
 import os
 import re
 import signal
 import sys
+import time
 import types
 
 
@@ -20,8 +23,22 @@ class UsageError(Exception):
     """A mistake in what the user asked for: scripts print it as one line and exit with code 2."""
 
 
+def nearest(name, choices, n=3):
+    """The choices a mistyped `name` may have meant: by initials first (lr: learning_rate), then
+    spelled alike. The one 'did you mean' of flags, config files and run folders."""
+    initials = [c for c in choices if len(name) > 1 and ''.join(w[:1] for w in c.split('_')) == name]
+    return (initials + [c for c in difflib.get_close_matches(name, choices, n=n, cutoff=0.6)
+                        if c not in initials])[:n]
+
+
+def beside_scripts(path):
+    """A relative `path` that is not here but beside the scripts: that path, else None."""
+    there = os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
+    return there if not os.path.isabs(path) and os.path.exists(there) else None
+
+
 # -----------------------------------------------------------------------------
-# --key=value parsing
+# config files and --key=value flags
 
 def _coerce(name, text, default, from_config=False):
     """`text` as the type of `default` (the value in effect), or a UsageError quoting it."""
@@ -29,29 +46,21 @@ def _coerce(name, text, default, from_config=False):
     try:
         if kind is bool:
             low = text.strip().lower()
-            if low in ('1', 'true', 'yes', 'on'):
-                return True
-            if low in ('0', 'false', 'no', 'off'):
-                return False
+            if low in ('1', 'true', 'yes', 'on', '0', 'false', 'no', 'off'):
+                return low in ('1', 'true', 'yes', 'on')
             raise ValueError
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
         if kind is list:  # comma-separated; a repeated flag appends (see parse_config)
             return [part for part in text.split(',') if part]
-        return text
+        return kind(text)
     except ValueError:
         raise UsageError(f"--{name}={text!r} is not a valid {kind.__name__} "
                          f"({'the value in effect' if from_config else 'the default'} is "
                          f"{default!r})") from None
 
 
-def _check_value(name, value, default, metadata=None):
-    """Type check for a config file's value; metadata `accepts_bool`: a str field that was a bool."""
+def _check_value(name, value, default):
+    """A config file's value, checked against the type of the default."""
     kind = type(default)
-    if isinstance(value, bool) and (metadata or {}).get('accepts_bool'):
-        return value
     if kind is float and type(value) is int:
         return float(value)
     if kind is list and isinstance(value, str):
@@ -63,9 +72,7 @@ def _check_value(name, value, default, metadata=None):
 
 
 def _unknown(name, valid):
-    # initials first: --lr is learning_rate, --bs batch_size; then names spelled alike
-    close = [v for v in valid if len(name) > 1 and ''.join(w[0] for w in v.split('_')) == name]
-    close += [v for v in difflib.get_close_matches(name, valid, n=3, cutoff=0.5) if v not in close]
+    close = nearest(name, valid)
     hint = f"did you mean {', '.join(close)}?" if close else "run with --help to list the keys"
     return UsageError(f"unknown key {name!r}; {hint}")
 
@@ -83,16 +90,14 @@ def exec_config_file(path):
     """The names a plain-Python config file assigns (not modules, functions, _private names). Its
     folder, then configs/, are importable while it runs: `from _recipe import *` works anywhere."""
     if not os.path.isfile(path):
-        here = os.path.dirname(path)
-        folders = [here or '.', os.path.join(here, 'configs'), 'configs']
-        known = [os.path.normpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
-                 for n in sorted(os.listdir(d)) if n.endswith('.py')]
-        near = difflib.get_close_matches(os.path.basename(path),
-                                         [os.path.basename(k) for k in known], n=1)
-        near = [k for k in known if near and os.path.basename(k) == near[0] and 'configs' in k] or \
-            [k for k in known if near and os.path.basename(k) == near[0]]
-        raise UsageError(f"config file {path!r} not found"
-                         + (f"; did you mean {near[0]}?" if near else ""))
+        there, name = beside_scripts(path), os.path.basename(path)
+        folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs'),
+                   os.path.dirname(path) or '.']  # the shipped configs first, then the folder named
+        near = [os.path.relpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
+                for n in nearest(name, [n for n in os.listdir(d) if n.endswith('.py')], n=1)]
+        raise UsageError(f"config file {path!r} not found" + (
+            f" here ({os.getcwd()}); it is beside the scripts: {os.path.relpath(there)}" if there
+            else f"; did you mean {near[0]}?" if near else ""))
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
     shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
@@ -124,7 +129,6 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
     a wrong type or __post_init__'s ValueError is a UsageError; `--help` prints help_text, exits 0.
     """
     defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
-    metadata = {f.name: f.metadata for f in dataclasses.fields(cls)}
     values, seen_list = {}, set()
     for arg in argv:
         if arg in ('-h', '--help'):
@@ -146,13 +150,10 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
             for key, value in exec_config_file(arg).items():
                 if key not in defaults:
                     raise UsageError(f"{arg}: " + str(_unknown(key, list(defaults))))
-                values[key] = _check_value(key, value, defaults[key], metadata[key])
+                values[key] = _check_value(key, value, defaults[key])
         else:
             hint = "config files end in .py; " if config_files else ""
-            here = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0] or '.')), 'configs',
-                                f"{arg}.py")
-            near = next((p for p in (os.path.join('configs', f"{arg}.py"), here)
-                         if os.path.isfile(p)), None)
+            near = beside_scripts(os.path.join('configs', f"{arg}.py"))
             if config_files and near:  # a bare name, as sweep.py --configs takes them
                 hint = f"did you mean {os.path.relpath(near)}? "
             raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
@@ -172,14 +173,9 @@ def field_docs(cls):
     """{field: its trailing comment} for `cls` and its bases (a subclass's comment wins)."""
     docs = {}
     for klass in reversed(cls.__mro__):
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):  # built-ins, classes made by make_dataclass
-            continue
-        for line in source.splitlines():
-            m = _FIELD.match(line)
-            if m:
-                docs[m.group(1)] = m.group(2)
+        with contextlib.suppress(OSError, TypeError):  # built-ins, classes made by make_dataclass
+            docs.update(m.groups() for m in map(_FIELD.match, inspect.getsource(klass).splitlines())
+                        if m)
     return docs
 
 
@@ -198,7 +194,7 @@ def help_text(cls, usage=None, doc=None):
 
 
 # -----------------------------------------------------------------------------
-# running a script, writing files
+# running a script, reading and writing files
 
 def run_main(main):
     """Run a script's main(): a UsageError (or a failed torch.compile) is one line on stderr and
@@ -216,62 +212,22 @@ def run_main(main):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
     except Exception as e:
-        line = compile_failure(e)
-        if line is None:
+        if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
             raise
-        print(f"error: {line}", file=sys.stderr)
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        why = next((line for line in str(e).splitlines()  # not a heading ("backend=... raised:")
+                    if line.strip() and not line.rstrip().endswith(':')), type(e).__name__)[:200]
+        print(f"error: torch.compile failed ({why}); a compile stopped part-way can leave its "
+              f"cache cut short: remove {cache_dir()} and rerun, or leave out --compile",
+              file=sys.stderr)
         sys.exit(2)
 
 
-def compile_failure(e):
-    """A torch.compile failure as one line (most often a cache entry cut short), else None."""
-    if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
-        return None
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-    why = next((line for line in str(e).splitlines()  # not a heading such as "backend=... raised:"
-                if line.strip() and not line.rstrip().endswith(':')), type(e).__name__)[:200]
-    return (f"torch.compile failed ({why}); a compile stopped part-way can leave its cache cut "
-            f"short: remove {cache_dir()} and rerun, or leave out --compile")
-
-
-def split_flags(argv, cls, passed_on):
-    """(a script's own arguments, the flags it passes on to the dataclass `passed_on`): sweep.py
-    hands train.py's keys to train.py. A key neither knows is an error naming the nearest."""
-    mine = {f.name for f in dataclasses.fields(cls)}
-    theirs = {f.name for f in dataclasses.fields(passed_on)}
-    own, other = [], []
-    for arg in argv:
-        key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
-        if key is None or key in mine:
-            own.append(arg)
-        elif key in theirs:
-            other.append(arg)
-        else:
-            raise _unknown(key, sorted(mine | theirs))
-    return own, other
-
-
-def numbers(name, texts, kind):
-    """A list flag's strings (--widths=64,128) as positive finite numbers of `kind`."""
-    try:
-        values = [kind(t) for t in texts]
-    except ValueError:
-        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by "
-                         "commas") from None
-    if not values or not all(0 < v < float('inf') for v in values):
-        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
-    return values
-
-
-def keys_given(argv):
-    """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
-    return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
-
-
-def regular_file(path, what):
-    """`path` if it is a regular file, else a UsageError naming `what`: a folder, device, pipe or
-    socket is never read (/dev/zero has no end)."""
-    if os.path.isfile(path):
+def regular_file(path, what, *, output=False):
+    """`path` if it is a regular file (or, for an output, not there yet), else a UsageError naming
+    `what`: a folder, device, pipe or socket is never read (/dev/zero has no end), nor replaced by
+    a file (/dev/null)."""
+    if os.path.isfile(path) or output and not os.path.lexists(path):
         return path
     if not os.path.exists(path):
         raise UsageError(f"{what} {path!r} not found")
@@ -279,9 +235,10 @@ def regular_file(path, what):
     raise UsageError(f"{what} {path!r} is {kind}; name a file")
 
 
-def atomic_write(path, write, *, then=''):
+def atomic_write(path, write):
     """write(f) into a temp file beside `path`, fsync, then os.replace: a crash leaves `path` as it
-    was. An OSError (or torch.save's RuntimeError on a full disk) is write_error's line + `then`."""
+    was. A failure (torch.save's RuntimeError on a full disk too) is one line naming `path`."""
+    regular_file(path, 'output', output=True)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, 'wb') as f:
@@ -290,72 +247,45 @@ def atomic_write(path, write, *, then=''):
             os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
-        if caused_by(e, KeyboardInterrupt):  # a second Ctrl-C in torch.save, which wraps it
-            raise KeyboardInterrupt from None
-        raise write_error(path, e, then) from None
+        raise write_error(path, e) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
 
 
-def caused_by(e, kind, errnos=()):
-    """Whether `e` or an exception in its chain is a `kind` (with one of `errnos`, if given)."""
+def write_error(path, e):
+    """The one line for a failed write of `path`: why, from the deepest cause (torch.save wraps a
+    full disk's OSError); a second Ctrl-C inside torch.save is a KeyboardInterrupt again."""
     while e is not None:
-        if isinstance(e, kind) and (not errnos or getattr(e, 'errno', None) in errnos):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+        if isinstance(e, KeyboardInterrupt):
+            raise KeyboardInterrupt
+        why, e = getattr(e, 'strerror', None) or str(e).strip(), e.__cause__ or e.__context__
+    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why.splitlines()[0][1:]}")
 
 
-def disk_full(e):
-    """Whether an exception comes from a full disk (or quota)."""
-    return caused_by(e, OSError, (errno.ENOSPC, errno.EDQUOT))
-
-
-def write_error(path, e, then=''):
-    """The one line for a failed write: the file a temp file was to become, why, and `then`."""
-    why = 'no space left on device' if disk_full(e) else (getattr(e, 'strerror', None)
-                                                          or str(e).strip()
-                                                          or type(e).__name__).splitlines()[0]
-    path = re.sub(r'(\.(?:tmp|new)\d+)+$', '', path)  # the file a temp or staged one was to become
-    return UsageError(f"could not write {path!r}: {why[:1].lower()}{why[1:]}"
-                      + (f"; {then}" if then else ''))
-
-
-def lock_folder(path, what):
-    """Hold the folder `path` until this process exits or closes the returned fd: a flock on the
-    folder itself leaves no lock file, and dies with its process (kill -9 too), so it is never
-    stale. Held elsewhere: a UsageError naming the holder and `what`. No flock (Windows): None."""
+def lock_folder(path, what, *, waiting=None, stop=None):
+    """Hold `path` (a folder, or a lock file made if missing) until this process exits or closes the
+    returned fd: a flock dies with its process (kill -9 too), so it is never stale. Held elsewhere:
+    a UsageError; with `waiting`, said once and waited for, until `stop` turns true (then None).
+    No flock (Windows): None."""
     try:
         import fcntl
     except ImportError:
         return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise UsageError(f"{path} is in use by {lock_holder(path)}, which is writing {what} there; "
-                         "wait for it to finish or stop it, or use another folder") from None
-    return fd
-
-
-def lock_holder(path):
-    """'pid 1234 (python train.py ...)' holding the flock on `path` (/proc/locks), else 'another
-    process'."""
-    st = os.stat(path)
-    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open('/proc/locks') as f:
-            pid = next(line.split()[4] for line in f
-                       if 'FLOCK' in line and line.split()[5] == device)
-        with open(f'/proc/{pid}/cmdline', 'rb') as f:
-            argv = f.read().decode(errors='replace').strip('\0').split('\0')
-        command = ' '.join([os.path.basename(argv[0]), *argv[1:]])
-        command = command if len(command) <= 100 else command[:97] + '...'
-    except (OSError, StopIteration, IndexError):
-        return "another process"
-    return f"pid {pid} ({command})"
+    fd = os.open(path, os.O_RDONLY if os.path.isdir(path) else os.O_RDWR | os.O_CREAT, 0o644)
+    for n in itertools.count():
+        with contextlib.suppress(OSError):  # (held by another process)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        if not waiting or stop:
+            os.close(fd)
+            if waiting:
+                return None
+            raise UsageError(f"{path} is in use: another process is writing {what} there; wait "
+                             "for it to finish or stop it, or use another folder")
+        if n == 0:
+            print(f"  {waiting}; waiting", file=sys.stderr, flush=True)
+        time.sleep(1.0)
 
 
 def fsync_dir(path):
@@ -369,28 +299,35 @@ def fsync_dir(path):
             os.close(fd)
 
 
-def config_paths(names):
-    """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    shipped = sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))
-    known = [os.path.basename(p)[:-3] for p in shipped]
-    paths = []
-    for c in names:
-        if c.endswith('.py'):
-            if not os.path.isfile(c):
-                raise UsageError(f"config {c!r} not found")
-            paths.append(c)
-        elif c in known:
-            paths.append(os.path.relpath(shipped[known.index(c)]))
-        else:
-            archs = [k for k in known if k != 'quick']  # (quick.py is the quick start's, not one)
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(archs)} or pass a .py "
-                             "path")
-    paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
-    if not paths:
-        raise UsageError("no configs: pass config files or run from the repository root")
-    return paths
+def read_jsonl(path):
+    """[(line number, the JSON object on it, or None if it holds none)] of a JSON-lines file; blank
+    lines and a last line cut short (a killed writer's) are left out."""
+    with open(path, 'rb') as f:
+        lines = f.read().splitlines(keepends=True)
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line.decode('utf-8'))
+        except ValueError:  # (UnicodeDecodeError too)
+            row = None
+        row = row if isinstance(row, dict) else None
+        if line.strip(b'\0 \t\r\n') and (row or n < len(lines) or line.endswith(b'\n')):
+            out.append((n, row))
+    return out
 
+
+def read_log(path):
+    """The rows of a run's log.jsonl: JSON objects with an integer 'iter' (a last line cut short by a
+    killed run is left out); any other line is a UsageError naming it."""
+    for n, row in (pairs := read_jsonl(path)):
+        if row is None or type(row.get('iter')) is not int:
+            raise UsageError(f"{path} line {n} is not a log row (a JSON object with an integer "
+                             "'iter'); delete that line, or the file, and rerun")
+    return [row for _, row in pairs]
+
+
+# -----------------------------------------------------------------------------
+# the commands this repository's messages give
 
 def script(name):
     """A file of this repository as a command typed here names it (`../gpt-blocks/train.py`)."""
@@ -405,27 +342,18 @@ def quick_start(prepare=True):
 
 
 def no_checkpoint(path):
-    """The error for a missing out_dir/ckpt.pt, with checkpoint_advice's fix."""
-    return UsageError(f"no checkpoint at {path!r}; {checkpoint_advice(path)}")
-
-
-def checkpoint_advice(path):
-    """What to do about a missing out_dir/ckpt.pt: the config that trains that out_dir, the runs
-    with the nearest names, or how to train a first one."""
+    """The error for a missing out_dir/ckpt.pt: the config that trains that out_dir, the runs with
+    the nearest names, or how to train a first one."""
     folder = os.path.normpath(os.path.dirname(path) or '.')
     here = os.path.dirname(os.path.abspath(__file__))
     for config in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py'))):
-        try:
-            trains = os.path.normpath(str(exec_config_file(config).get('out_dir', '')))
-        except UsageError:  # a config that does not read cannot be the one
-            continue
-        if trains == folder:
-            return f"train it first: python {script('train.py')} {os.path.relpath(config)}"
-    runs = {os.path.relpath(os.path.dirname(p))  # here and beside the scripts, by folder name
-            for p in glob.glob('out*/ckpt.pt') + glob.glob(os.path.join(here, 'out*', 'ckpt.pt'))}
-    alike = {r: difflib.SequenceMatcher(None, os.path.basename(folder), os.path.basename(r)).ratio()
-             for r in runs}
-    near = sorted((r for r in runs if alike[r] >= 0.5), key=lambda r: (-alike[r], r))
-    if near:
-        return f"the runs with the nearest names: {', '.join(near[:3])} (--out_dir=...)"
-    return f"train one first ({quick_start()}) or point out_dir at the right folder"
+        with contextlib.suppress(UsageError):  # a config that does not read cannot be the one
+            if os.path.normpath(str(exec_config_file(config).get('out_dir', ''))) == folder:
+                return UsageError(f"no checkpoint at {path!r}; train it first: python "
+                                  f"{script('train.py')} {os.path.relpath(config)}")
+    runs = {os.path.basename(os.path.dirname(p)): os.path.relpath(os.path.dirname(p))  # here, beside
+            for p in glob.glob(os.path.join(here, 'out*/ckpt.pt')) + glob.glob('out*/ckpt.pt')}
+    near = [runs[n] for n in nearest(os.path.basename(folder), sorted(runs))]
+    return UsageError(f"no checkpoint at {path!r}; " + (
+        f"the runs with the nearest names: {', '.join(near)} (--out_dir=...)" if near else
+        f"train one first ({quick_start()}) or point out_dir at the right folder"))

@@ -3,7 +3,8 @@ What a token dataset on disk is, for prepare.py that writes it and train.py and 
 it: the tokenizer its meta.json describes (char, byte or tiktoken, rebuilt and checked from it), its
 shards in llm.c's format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
 uint32, token count; then the tokens), meta.json and the data's fingerprint, and the atomic commit
-of a folder (`DatasetWriter`: new shards beside the old, meta.json's replacement the one switch).
+of a folder (`DatasetWriter`: the new dataset staged in out_dir/.new/, meta.json's replacement the
+switch).
 
 Each tokenizer has encode(str) -> list[int], decode(ids) -> str, vocab_size, eot_token, name, meta()
 (what meta.json needs to rebuild it) and encode_array(str) -> np.ndarray (prepare.py's fast path).
@@ -17,11 +18,12 @@ import json
 import os
 import pathlib
 import re
-import sys
+import shutil
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, fsync_dir, lock_folder, script, write_error
+from configurator import (UsageError, atomic_write, beside_scripts, fsync_dir, lock_folder, script,
+                          write_error)
 
 
 EOT = '<|endoftext|>'
@@ -113,8 +115,8 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
     except OSError:
         raise UsageError(f"tiktoken ranks file {path!r} not found") from None
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
-        raise UsageError(f"tiktoken ranks file {path!r} changed since prepare.py used it "
-                         "(sha256 differs)")
+        raise UsageError(f"tiktoken ranks file {path!r} is not the one the data was tokenized "
+                         "with (its sha256 differs)")
     try:  # parsed here: tiktoken.load would read through (and write) its download cache
         lines = (line.split() for line in data.splitlines() if line)
         ranks = {base64.b64decode(token, validate=True): int(rank) for token, rank in lines}
@@ -165,10 +167,10 @@ def tiktoken_by_name(name, *, flag='--tokenizer'):
     return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
 
 
-def load_tokenizer(meta, *, ranks_file='', look_in=()):
+def load_tokenizer(meta, *, ranks_file=''):
     """Rebuild the tokenizer that meta.json (as a dict) describes. A BPE ranks file no longer where
-    it was (a moved folder, another machine) is `ranks_file` if given, else the *.tiktoken file in
-    one of the folders `look_in` whose sha256 is the one recorded."""
+    it was (a moved folder, another machine), or one for an encoding known by name offline, is
+    `ranks_file`, checked by its sha256."""
     tok = (meta or {}).get('tokenizer')
     kind = tok.get('kind') if isinstance(tok, dict) else None
     if kind == 'char':
@@ -176,30 +178,19 @@ def load_tokenizer(meta, *, ranks_file='', look_in=()):
     if kind == 'byte':
         return ByteTokenizer()
     if kind == 'tiktoken' and tok.get('ranks_file'):  # a file prepare.py read, its sha256 kept
-        path, sha = ranks_file or tok['ranks_file'], tok.get('ranks_sha256')
-        if not ranks_file and not os.path.isfile(path):
-            path = find_ranks_file(sha, look_in) or path
-            if not os.path.isfile(path):
-                raise UsageError(f"tiktoken ranks file {tok['ranks_file']!r} is not there any "
-                                 f"more (moved?) and no *.tiktoken file with its sha256 "
-                                 f"({(sha or '?')[:12]}...) is in "
-                                 f"{', '.join(look_in) or 'the folders looked in'}; pass "
-                                 f"--ranks_file=path/to/{os.path.basename(tok['ranks_file'])}")
-        return tiktoken_from_file(path, pat_str=tok.get('pat_str', GPT2_PATTERN),
-                                  special_tokens=tok.get('special_tokens'), sha256=sha)
-    if kind == 'tiktoken':  # by name (gpt2): a local ranks file stands in, checked by its sha256
-        name, sha = tok['name'], KNOWN_RANKS.get(tok['name'])
-        if ranks_file and not os.path.isfile(ranks_file):
-            raise UsageError(f"--ranks_file={ranks_file!r} not found (or not a regular file)")
-        if ranks_file and sha:
-            if sha256_file(ranks_file) != sha:
-                raise UsageError(f"--ranks_file={ranks_file!r} is not {name}'s ranks (its sha256 "
-                                 f"is not {sha[:12]}...); pass the {name}.tiktoken ranks file")
-        path = ranks_file or (find_ranks_file(sha, look_in) if sha else None)
-        if path:
-            enc = tiktoken_from_file(path, special_tokens={EOT: 50256}, sha256=sha)
-            return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': name})
-        return tiktoken_by_name(name, flag='--ranks_file')
+        if not os.path.isfile(ranks_file or tok['ranks_file']):
+            raise UsageError(f"tiktoken ranks file {ranks_file or tok['ranks_file']!r} not found "
+                             f"(moved?); pass --ranks_file=path/to/"
+                             f"{os.path.basename(tok['ranks_file'])}")
+        return tiktoken_from_file(ranks_file or tok['ranks_file'], sha256=tok.get('ranks_sha256'),
+                                  pat_str=tok.get('pat_str', GPT2_PATTERN),
+                                  special_tokens=tok.get('special_tokens'))
+    if kind == 'tiktoken' and ranks_file:  # by name (gpt2) offline: a local copy of its ranks
+        enc = tiktoken_from_file(ranks_file, special_tokens={EOT: 50256},
+                                 sha256=KNOWN_RANKS.get(tok['name']))
+        return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': tok['name']})
+    if kind == 'tiktoken':
+        return tiktoken_by_name(tok['name'], flag='--ranks_file')
     raise UsageError(f"meta.json does not describe a tokenizer (tokenizer = {tok!r}); "
                      "rerun prepare.py")
 
@@ -211,15 +202,6 @@ def sha256_file(path):
         for block in iter(lambda: f.read(1 << 20), b''):
             h.update(block)
     return h.hexdigest()
-
-
-def find_ranks_file(sha256, folders):
-    """The first *.tiktoken file in `folders` whose contents have this sha256, or None."""
-    for folder in folders:
-        for path in sorted(glob.glob(os.path.join(folder, '*.tiktoken'))):
-            if sha256 and sha256_file(path) == sha256:
-                return path
-    return None
 
 
 def tokenizer_problem(meta):
@@ -267,11 +249,9 @@ def describe_tokenizer(meta):
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
-# prepare.py's shards are <split>_g<run>_<index>.bin, with a run number no file in the folder has
-# used, so a run never overwrites the shards meta.json lists (<split>_<index>.bin are older);
-# LEFTOVER: the temporary files of killed runs
+# prepare.py's shards: <split>_g<run>_<index>.bin, a new run number each time, so that a reader
+# holding an older meta.json never opens a newer run's shard under an old name
 PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
-LEFTOVER = re.compile(r'(?:train|val)_(?:g\d+_)?\d{6}\.bin\.tmp\d+|meta\.json\.tmp\d*')
 
 
 class ShardError(UsageError):
@@ -313,31 +293,28 @@ def find_shards(data_dir, split):
     """The shard paths of `split`: those meta.json lists, else (raw llm.c shards) the sorted
     data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names)."""
     meta = read_meta(data_dir)
-    if meta and 'shards' in meta:  # only these: an unfinished run's files stay invisible
+    if meta and 'shards' in meta:  # only these: no other file in the folder is read
         paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
         missing = next((p for p in paths if not os.path.isfile(p)), None)
         if missing:
             raise UsageError(f"{missing} is listed in meta.json but missing; rerun prepare.py")
-        if paths:
-            return paths
-    else:  # a meta.json without a shard list (written by hand) ignores the numbered runs' shards
-        for pattern in (f"{split}_*.bin", f"*_{split}_*.bin"):
-            paths = sorted(p for p in glob.glob(os.path.join(glob.escape(data_dir), pattern))
-                           if not (meta and re.fullmatch(r'\w+_g\d+_\d{6}\.bin', os.path.basename(p))))
-            if paths:
-                return paths
-    raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
-                     f"(python {script('prepare.py')} writes data/pydoc_char)")
+    else:
+        paths = (sorted(glob.glob(os.path.join(glob.escape(data_dir), f"{split}_*.bin")))
+                 or sorted(glob.glob(os.path.join(glob.escape(data_dir), f"*_{split}_*.bin"))))
+    if not paths:
+        raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
+                         f"(python {script('prepare.py')} writes data/pydoc_char)")
+    return paths
 
 
 def open_dataset(data_dir):
     """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
     UsageError that names the prepare.py command to run."""
     if not os.path.isdir(data_dir):
-        beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), data_dir)
-        if not os.path.isabs(data_dir) and os.path.isdir(beside):
+        there = beside_scripts(data_dir)
+        if there:
             raise UsageError(f"data_dir {data_dir!r} is not in this folder ({os.getcwd()}) but beside "
-                             f"the scripts: run from there, or pass --data_dir={beside}")
+                             f"the scripts: run from there, or pass --data_dir={there}")
         raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
                          f"first or pass --data_dir=...")
     meta = read_meta(data_dir)
@@ -349,18 +326,9 @@ def open_dataset(data_dir):
 
 def read_meta(data_dir):
     """The parsed data_dir/meta.json after checking it, or None when there is none (raw llm.c
-    shards). prepare.py's shard names without a meta.json are what an older prepare.py left when it
-    failed half-way: a UsageError, rather than reading them as raw shards."""
+    shards)."""
     path = os.path.join(data_dir, 'meta.json')
     if not os.path.isfile(path):
-        try:
-            ours = sorted(n for n in os.listdir(data_dir) if PREPARED.fullmatch(n))
-        except OSError:
-            ours = []  # no folder: find_shards says so
-        if ours:
-            raise UsageError(f"{data_dir} holds shards prepare.py wrote ({ours[0]}, ...) but no "
-                             "meta.json: a prepare.py run did not finish; rerun prepare.py (raw "
-                             "llm.c shards are named like fineweb_train_000001.bin)")
         return None
     try:
         with open(path, encoding='utf-8') as f:
@@ -448,48 +416,49 @@ def describe_data(meta, data_dir=None):
     return f"{name}{f' ({about})' if about else ''}" + (f" in {data_dir}" if data_dir else '')
 
 
+
+
 # -----------------------------------------------------------------------------
-# writing a dataset folder: new shards beside the old, then one atomic switch
+# writing a dataset folder: staged in out_dir/.new/, then one atomic switch
 
 class DatasetWriter:
     """
-    A new dataset in `out_dir`, committed in one step or not at all:
-        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # lock the folder
-            w.add('train', ids, nbytes) ...  # write shards <split>_g<run>_<index>.bin
-            w.commit(meta)                   # meta.json lists them: the switch; the old shards go
-    The new shards are invisible to readers until meta.json lists them (and their header says 0
-    tokens until they are complete). Leaving the block without commit() (an error, Ctrl-C) removes
-    what this run wrote: the folder keeps its old dataset. A second prepare.py into the folder is
-    refused with one line naming the first. Any OSError becomes a one-line UsageError.
+    A new dataset in `out_dir`, committed whole or not at all:
+        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # out_dir locked
+            w.add('train', ids, nbytes) ...  # shards <split>_g<run>_<index>.bin, in out_dir/.new/
+            w.commit(meta)                   # its meta.json, then `finish` moves it in
+    Readers read only what meta.json lists, so out_dir switches to the new dataset in one rename:
+    the staged meta.json over out_dir's. Leaving the block without commit() (an error, Ctrl-C)
+    removes what this run wrote; a second prepare.py into out_dir is refused; the next run finishes
+    a commit that a kill cut short, or drops a dataset that was not committed.
     """
 
     def __init__(self, out_dir, *, dtype, shard_tokens):
-        self.out_dir, self.dtype, self.limit = out_dir, np.dtype(dtype), shard_tokens
-        self.paths, self.committed = [], False  # the files this run made
-        self.done = {'train': [], 'val': []}  # names of complete shards
+        self.out_dir, self.new, self.dtype = out_dir, os.path.join(out_dir, '.new'), np.dtype(dtype)
+        self.limit, self.done, self.committed = shard_tokens, {'train': [], 'val': []}, False
         self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
         self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens
-        self.max_id = {}
-        self.f, self.split, self.n = None, None, 0  # the shard being written
+        self.max_id, self.f, self.split, self.n = {}, None, None, 0  # n: the open shard's tokens
 
     def __enter__(self):
-        self.created = makedirs(self.out_dir)  # the folders this run made
+        self.made = os.path.abspath(self.out_dir)  # the topmost folder this run makes, if any
+        while not os.path.exists(os.path.dirname(self.made)):
+            self.made = os.path.dirname(self.made)
+        self.made = None if os.path.exists(self.made) else self.made
         try:
-            self.lock = lock_folder(self.out_dir, 'a dataset')
-        except UsageError:
-            self.discard()
-            raise
+            os.makedirs(self.out_dir, exist_ok=True)
+        except OSError as e:  # a file in the way, no permission, a read-only file system
+            raise UsageError(f"cannot create directory {self.out_dir!r}: {e.strerror}") from None
+        self.lock = lock_folder(self.out_dir, 'a dataset')
         try:
-            old = read_meta(self.out_dir)
-        except UsageError:  # unreadable or half-written: replaced below, nothing in it to keep
-            old = None
-        if old and 'shards' in old:  # what killed runs left takes space the new shards need
-            self.remove_stale(old)
-        try:
+            finish(self.out_dir)
             names = os.listdir(self.out_dir)
+            os.mkdir(self.new)
         except OSError as e:
-            raise UsageError(f"cannot read --out_dir={self.out_dir!r}: {e.strerror or e}") from None
-        # a run number above every one in the folder's shard names: the new shards collide with none
+            os.close(self.lock)
+            raise UsageError(f"cannot write in --out_dir={self.out_dir!r} ({e.strerror}: "
+                             f"{e.filename})") from None
+        # a run number above every one in the folder: the new shards' names are new to it
         self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m),
                            default=0)
         return self
@@ -499,14 +468,14 @@ class DatasetWriter:
         self.bytes[split] += nbytes
         if len(ids):
             self.max_id[split] = max(self.max_id.get(split, -1), int(ids.max()))
+        path = None
         try:
             while len(ids):
                 if self.f is not None and self.split != split:
                     self.close_shard()
                 if self.f is None:
-                    name = f"{split}_g{self.run}_{len(self.done[split]):06d}.bin"
-                    self.paths.append(os.path.join(self.out_dir, name))
-                    self.f, self.split = open(self.paths[-1], 'wb'), split
+                    path = os.path.join(self.new, f"{split}_g{self.run}_{len(self.done[split]):06d}.bin")
+                    self.f, self.split = open(path, 'wb'), split
                     self.f.write(shard_header(0, self.dtype))
                 take = ids[:self.limit - self.n]
                 data = take.astype(self.dtype, copy=False).tobytes()
@@ -516,7 +485,7 @@ class DatasetWriter:
                 if self.n == self.limit:
                     self.close_shard()
         except OSError as e:
-            raise write_error(self.paths[-1], e) from None
+            raise write_error(path or self.f.name, e) from None
 
     def close_shard(self):
         if self.f is None:
@@ -528,86 +497,69 @@ class DatasetWriter:
             os.fsync(self.f.fileno())  # the data is on disk before meta.json names it
             self.f.close()
         except OSError as e:
-            raise write_error(self.paths[-1], e) from None
-        self.done[self.split].append(os.path.basename(self.paths[-1]))
+            raise write_error(self.f.name, e) from None
+        self.done[self.split].append(os.path.basename(self.f.name))
         self.tokens[self.split] += self.n
         self.f, self.n = None, 0
 
     def commit(self, meta):
-        """Complete `meta` with the shard list and counts and make it the folder's meta.json: until
-        that rename the readers see only the old dataset, from it on only the new one."""
+        """Complete `meta` with the shard list and counts and make it out_dir's meta.json: until that
+        rename the readers see only the old dataset, from it on only the new one."""
         self.close_shard()
         per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
         meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte,
                     max_id=self.max_id, run=self.run, shards=self.done,
                     token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
-        fsync_dir(self.out_dir)  # the new shards' names are durable before a meta.json names them
-        atomic_write(os.path.join(self.out_dir, 'meta.json'),
+        atomic_write(os.path.join(self.new, 'meta.json'),
                      lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+        finish(self.out_dir)
         self.committed = True
-        fsync_dir(self.out_dir)  # the new meta.json is durable before the old shards go
-        self.remove_stale(meta)
         return meta
 
     def __exit__(self, kind, e, tb):
+        """Not committed: what this run wrote goes; an OSError becomes one line."""
         try:
-            if self.committed or kind is None:
+            if kind is None or self.committed:
                 return False
-            try:  # ^C can land just after the rename: then the new dataset is the folder's
+            with contextlib.suppress(OSError, UsageError):
                 if (read_meta(self.out_dir) or {}).get('run') == self.run:
-                    return False
-            except UsageError:
-                pass
-            self.discard()
-            if isinstance(e, OSError):  # reading the input, say (writing raises UsageError)
+                    return False  # interrupted just after the switch: the new dataset is in place
+            if self.f is not None:
+                with contextlib.suppress(OSError):  # (a full disk fails the flush again)
+                    self.f.close()
+            shutil.rmtree(self.new, ignore_errors=True)
+            tidy(self.out_dir, drop=lambda m: m.group(1) == str(self.run))  # moved in already
+            if self.made:
+                shutil.rmtree(self.made, ignore_errors=True)
+            if isinstance(e, OSError):
                 raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
             return False
         finally:
             os.close(self.lock)
 
-    def discard(self):
-        """Remove every file and folder this run made; what will not go is invisible anyway, and
-        the next run removes it. (Closing may raise again: a full disk fails the flush.)"""
-        if self.f is not None:
-            with contextlib.suppress(OSError):
-                self.f.close()
-            self.f = None
-        for path in self.paths:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-        for d in self.created:
-            with contextlib.suppress(OSError):
-                os.rmdir(d)  # only if empty
 
-    def remove_stale(self, meta):
-        """Remove prepare.py's files that `meta` does not list: the previous dataset once the new
-        one is committed, and what killed runs left. What will not go stays for the next run."""
-        keep = {'meta.json', *meta['shards']['train'], *meta['shards']['val']}
-        try:
-            names = os.listdir(self.out_dir)
-        except OSError:
-            return
-        for name in names:
-            if (PREPARED.fullmatch(name) or LEFTOVER.fullmatch(name)) and name not in keep:
-                try:
-                    os.remove(os.path.join(self.out_dir, name))
-                except OSError as e:
-                    print(f"prepare: could not remove {name} ({e.strerror}); the next run will",
-                          file=sys.stderr)
+def finish(out_dir):
+    """Commit a staged dataset that holds its meta.json (a run killed while committing it): its
+    shards move into out_dir, then its meta.json over out_dir's, the switch; the shards meta.json no
+    longer lists then go. A staged dataset without meta.json was never committed: it goes."""
+    new = os.path.join(out_dir, '.new')
+    if os.path.isfile(os.path.join(new, 'meta.json')):
+        for name in os.listdir(new):
+            if name != 'meta.json':
+                os.replace(os.path.join(new, name), os.path.join(out_dir, name))
+        fsync_dir(out_dir)  # the shards' names are on disk before a meta.json names them
+        os.replace(os.path.join(new, 'meta.json'), os.path.join(out_dir, 'meta.json'))
+        fsync_dir(out_dir)
+    with contextlib.suppress(OSError, UsageError, TypeError):  # what will not go goes next time
+        shutil.rmtree(new, ignore_errors=True)
+        listed = read_meta(out_dir)['shards']
+        tidy(out_dir, drop=lambda m: m.group(0) not in listed['train'] + listed['val'])
 
 
-def makedirs(path):
-    """os.makedirs, returning the directories it created (so a failed run can remove them)."""
-    created, p = [], os.path.abspath(path)
-    while not os.path.exists(p):
-        created.append(p)
-        p = os.path.dirname(p)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(f"--out_dir={path!r} is a file")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:  # a file in the way, no permission, a read-only or virtual file system
-        for d in filter(os.path.isdir, created):  # deepest first
-            os.rmdir(d)
-        raise UsageError(f"cannot create directory {path!r}: {e.strerror or e}") from None
-    return created
+def tidy(out_dir, drop):
+    """Remove prepare.py's shards in out_dir whose name's match drop(match) is true of."""
+    for name in os.listdir(out_dir):
+        m = PREPARED.fullmatch(name)
+        if m and drop(m):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(out_dir, name))

@@ -63,8 +63,8 @@ from torch.nn import functional as F
 
 from configurator import UsageError, atomic_write, parse_config, regular_file, require, run_main
 from dataset import sha256_file
-from guards import load_checkpoint, model_from_checkpoint, resolve_device
-from sample import checkpoint_path, tokenizer_for
+from guards import resolve_device
+from sample import checkpoint_path, load_run, tokenizer_for
 from train import DTYPES, Distributed, autocast_context, resolve_dtype
 
 
@@ -147,6 +147,8 @@ def main(argv):
     procs = Distributed()  # one process, or torchrun's: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
+    if cfg.json:  # an output that is a device or a pipe is refused now, not replaced later
+        regular_file(cfg.json, '--json', output=True)
     if not cfg.input:  # a run to score exists before any download (a named --input: checked first)
         checkpoint_path(cfg.out_dir, verb=None)
     path = items_file(cfg) if procs.master else None
@@ -154,10 +156,9 @@ def main(argv):
     with procs.running(device, 1800.0, ckpt_path):
         path = procs.gather(path)[0]  # the master downloads; every process reads its copy
         items = read_hellaswag(path, cfg.limit)
-        ckpt = load_checkpoint(ckpt_path, 'cpu')
-        model = model_from_checkpoint(ckpt).eval().to(device)
-        tok = tokenizer_for(ckpt, model.config.vocab_size, ranks_file=cfg.ranks_file,
-                            out_dir=os.path.dirname(ckpt_path))
+        _, ckpt, model = load_run(ckpt_path[:-len('ckpt.pt')] or '.', verb=None)
+        model = model.eval().to(device)
+        tok = tokenizer_for(ckpt, model.config.vocab_size, ranks_file=cfg.ranks_file)
         t0 = time.time()
         mine = score(model, tok, items[procs.rank::procs.world], batch_size=cfg.batch_size,
                      device=device, ctx=autocast_context(torch.device(device).type, dtype))

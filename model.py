@@ -21,7 +21,7 @@ attention (with Primer's depth-wise conv), the FFNs, gMLP/aMLP, the blocks, GPT;
 import functools
 import inspect
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn as nn
@@ -59,17 +59,13 @@ class GPTConfig:
     bias2: bool = True          # FFN: bias of the second layer (only while bias=True)
     gmlp_d_ffn: int = 0         # gMLP channel width d_ffn; 0 = 6*n_embd as in the paper
     tiny_attn_size: int = 64    # aMLP: width of the single-head tiny attention
-    pos_emb: str = field(default='learned', metadata={'accepts_bool': True})  # or 'none', 'rope'
+    pos_emb: str = 'learned'    # 'learned' (GPT-2) | 'none' | 'rope' (rotary, on every attention)
     rope_base: float = 10000.0  # RoPE: theta_i = rope_base^(-2i/head_size)
     norm: str = 'layernorm'     # every norm, the SGU's included: 'layernorm' | 'rmsnorm'
     tie_weights: bool = True    # share wte and lm_head weights
     match_params: str = ''      # 'gpt': size ffn_hidden / gmlp_d_ffn to the GPT-2 block's count
 
     def __post_init__(self):
-        # pos_emb was a bool (learned or none) before rotary positions: old checkpoints still load
-        legacy = {True: 'learned', False: 'none', 'true': 'learned', 'false': 'none'}
-        pos = self.pos_emb.lower() if isinstance(self.pos_emb, str) else self.pos_emb
-        self.pos_emb = legacy.get(pos, self.pos_emb)
         for name, allowed in (('pos_emb', POS_EMBS), ('norm', NORMS), ('dconv_init', DCONV_INITS),
                               ('match_params', MATCHES), ('block', BLOCKS), ('attn', ATTNS),
                               ('ffn', FFNS)):
@@ -473,6 +469,17 @@ class GPT(nn.Module):
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
+    @classmethod
+    def from_checkpoint(cls, ckpt):
+        """The GPT a checkpoint of train.py's holds, rebuilt from its own model_args (no config file
+        needed; a field added since takes its default)."""
+        known = {f.name for f in fields(GPTConfig)}
+        model = cls(GPTConfig(**{k: v for k, v in ckpt['model_args'].items() if k in known}))
+        # (the prefixes a compiled or DDP-wrapped module's state has, as nanoGPT saves it, go)
+        model.load_state_dict({k.removeprefix('_orig_mod.').removeprefix('module.'): v
+                               for k, v in ckpt['model'].items()})
+        return model
+
     def _init_weights(self, module):
         # SGU and depth-wise conv parameters keep their own (paper) init from their constructors
         if isinstance(module, nn.Linear):
@@ -599,11 +606,7 @@ class Optimizers:
     def state_dict(self):
         return {name: opt.state_dict() for name, opt in self.optimizers.items()}
 
-    def load_state_dict(self, state):
-        if not isinstance(state, dict) or set(state) != set(self.optimizers):
-            held = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"optimizer state holds {held}, expected {sorted(self.optimizers)}: "
-                             "it was saved by another optimizer")
+    def load_state_dict(self, state):  # (train.py refuses a resume with another optimizer)
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state[name])
 

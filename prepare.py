@@ -16,11 +16,11 @@ count), then the tokens. meta.json lists them, says how to rebuild the tokenizer
 split's tokens per byte: train.py reports losses in bits per byte too, so that char, byte and BPE
 runs compare on one scale.
 
-A rerun into the same folder writes its shards beside the old ones under new names (g<run>: a new
-number each run); the atomic replacement of meta.json, whose list is all that readers use, then
-switches the folder to them in one step, and only then are the old shards removed. A failure at
-any point (an error, a full disk, kill -9, a power cut) leaves the whole old dataset or the whole
-new one, at the cost of room for both meanwhile.
+A run writes the new dataset into out_dir/.new/ (shards named g<run>, a new number each run), then
+moves it in: its meta.json, whose list is all that readers use, replaces the old
+one in one rename, and only then do the old shards go. A failure at any point (an error, a full
+disk, kill -9, a power cut) leaves the whole old dataset or the whole new one; the next run
+finishes a commit that a kill cut short.
 """
 import os
 import signal
@@ -40,7 +40,6 @@ import itertools
 import json
 import re
 import shlex
-import stat
 import sys
 import sysconfig
 import time
@@ -51,7 +50,7 @@ import numpy as np
 
 from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
 from dataset import (PREPARED, ByteTokenizer, CharTokenizer, DatasetWriter, ShardError,
-                     TiktokenTokenizer, load_shard, makedirs, sha256_file, tiktoken_by_name,
+                     TiktokenTokenizer, load_shard, sha256_file, tiktoken_by_name,
                      tiktoken_from_file)
 
 
@@ -274,15 +273,15 @@ def shakespeare_corpus(cache_dir):
         if hashlib.sha256(data).hexdigest() != SHAKESPEARE_SHA256:
             raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; "
                              f"pass a good copy with --input=PATH")
-        makedirs(cache_dir)
+        os.makedirs(cache_dir, exist_ok=True)
         atomic_write(path, lambda f: f.write(data))
     return file_corpus([path])
 
 
 def file_corpus(inputs):
     """Every file the inputs name (files, folders walked in sorted order, globs), one document each.
-    A walk leaves out hidden files, what is not a regular file, and the folders prepare.py wrote
-    (its own output, when out_dir lies inside the input). A named pipe is read whole."""
+    A walk leaves out hidden files, what is not a regular file (a device, a pipe: it may not end), and
+    the folders prepare.py wrote (its own output, when out_dir lies inside the input)."""
     paths = []
     for pattern in inputs:
         if any(c in pattern for c in '*?['):
@@ -307,28 +306,24 @@ def file_corpus(inputs):
                 paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
     # each file once, however often named (the first mention's path)
     unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]
-    named = {os.path.realpath(m) for m in inputs if os.path.exists(m) and not os.path.isdir(m)}
     special = [p for p in unique if os.path.exists(p) and not os.path.isfile(p)]
-    walked = [p for p in special if os.path.realpath(p) not in named]
+    for p in set(special) & set(inputs):
+        raise UsageError(f"--input={p!r} is not a regular file (a device, pipe or socket: "
+                         "reading it may never end); name a file or a folder")
+    walked = special
     if walked:  # a device, pipe or socket (or a link to one) in a folder: not read, it may not end
         print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that "
               f"are not regular files (devices, pipes, sockets, links to them): "
               f"{', '.join(walked[:3])}{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
-    for p in special:
-        if os.path.realpath(p) in named and not stat.S_ISFIFO(os.stat(p).st_mode):
-            raise UsageError(f"--input={p!r} is not a regular file (a device or socket: "
-                             "reading it may never end); name a file, a folder, or a pipe such "
-                             "as /dev/stdin")
     docs = []
     for p in [p for p in unique if p not in walked]:
         try:
-            with open(p, 'rb') as f:  # (a dangling link, no permission: an OSError)
-                data = None if os.path.isfile(p) else f.read()  # a pipe's size is 0 until read
+            with open(p, 'rb'):  # (a dangling link, no permission: an OSError)
+                pass
         except OSError as e:
             raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
                              "leave it out of --input") from None
-        docs.append(Doc(p, os.path.getsize(p), path=p) if data is None else
-                    Doc(p, len(data), data=data))
+        docs.append(Doc(p, os.path.getsize(p), path=p))
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
     source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
               'files': len(docs)}
@@ -464,68 +459,43 @@ FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin',
 
 
 def fetch_fineweb(out_dir, train_shards, command, t0):
-    """Download FINEWEB's val shard and first `train_shards` train shards into out_dir, each into
-    NAME.partial (a cut download resumes there) and checked before it counts, then commit them
-    with one meta.json. A shard already there and whole is not fetched again. Through
-    huggingface_hub (its HTTP, retries and progress bar; HF_ENDPOINT names a mirror)."""
+    """Download FINEWEB's val shard and first `train_shards` train shards into out_dir through
+    huggingface_hub (it retries, resumes a cut connection and honours HF_ENDPOINT, a mirror), check
+    each before it counts, then commit them with one meta.json. A shard already there is kept."""
     try:
-        from huggingface_hub import get_hf_file_metadata, hf_hub_url
-        from huggingface_hub.file_download import http_get
+        from huggingface_hub import hf_hub_download
     except ImportError:
         raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not "
                          "installed: pip install huggingface_hub") from None
-    endpoint = os.environ.get('HF_ENDPOINT') or None  # now, not when huggingface_hub was imported
     names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
-    makedirs(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create directory {out_dir!r}: {e.strerror}") from None
     lock = lock_folder(out_dir, 'a dataset')
     try:
-        try:
-            with open(os.path.join(out_dir, 'meta.json')) as f:
-                etags = dict(json.load(f)['source']['files'])  # of the shards fetched before
-        except (OSError, ValueError, KeyError, TypeError):
-            etags = {}
         for name in names:
             path = os.path.join(out_dir, name)
-            partial = path + '.partial'
-            url = hf_hub_url(FINEWEB['repo'], name, repo_type='dataset', endpoint=endpoint)
-            whole = os.path.isfile(path) and fineweb_problem(path) is None  # (else fetched again)
-            if whole and name in etags:  # fetched, whole and committed before: no network needed
-                continue
             try:
-                info = get_hf_file_metadata(url, endpoint=endpoint)
-                etags[name] = (info.etag or '').strip('"')
-                if whole and os.path.getsize(path) == info.size:
-                    continue
-                done = os.path.getsize(partial) if os.path.isfile(partial) else 0
-                if done > (info.size or 0):  # longer than the file: not a piece of this one
-                    os.remove(partial)
-                    done = 0
-                with open(partial, 'ab') as f:
-                    http_get(url, f, resume_size=done, expected_size=info.size,
-                             displayed_filename=name)
-                    f.flush()
-                    os.fsync(f.fileno())
-            except UsageError:
-                raise
+                hf_hub_download(FINEWEB['repo'], name, repo_type='dataset', local_dir=out_dir,
+                                endpoint=os.environ.get('HF_ENDPOINT') or None)
             except Exception as e:  # no network, HTTP errors, a full disk, ...: one line
                 detail = str(e).splitlines()[0][:160] if str(e) else 'no detail'
-                raise UsageError(f"could not download {name} from {url} ({type(e).__name__}: "
-                                 f"{detail}); what is fetched is kept: rerun to go on "
-                                 "(HF_ENDPOINT=... names a mirror)") from None
-            why = fineweb_problem(partial)
+                raise UsageError(f"could not download {name} from {FINEWEB['repo']} "
+                                 f"({type(e).__name__}: {detail}); rerun to go on (HF_ENDPOINT=... "
+                                 "names a mirror)") from None
+            why = fineweb_problem(path)
             if why:  # a corrupt download never counts: removed, so a rerun fetches it again
-                os.remove(partial)
-                raise UsageError(f"{name} from {url} is not a whole shard of GPT-2 tokens ({why}); "
-                                 "it is removed: rerun to fetch it again")
-            os.replace(partial, path)
+                os.remove(path)
+                raise UsageError(f"{name} from {FINEWEB['repo']} is not a whole shard of GPT-2 "
+                                 f"tokens ({why}); it is removed: rerun to fetch it again")
         shards = {'val': names[:1], 'train': names[1:]}
         held = {n: load_shard(os.path.join(out_dir, n)) for n in names}
         meta = {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'},
                 'vocab_size': 50257, 'eot_token': 50256, 'dtype': 'uint16',
                 'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'],
                            'description': FINEWEB['description'],
-                           'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}",
-                           'files': {n: etags.get(n) for n in names}},
+                           'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}"},
                 'split': {'cut': "the dataset's own val shard"},
                 'tokens': {s: sum(len(held[n]) for n in shards[s]) for s in shards},
                 'max_id': {s: max(int(held[n].max()) for n in shards[s]) for s in shards},

@@ -33,6 +33,7 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while torch imports (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -48,14 +49,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from configurator import (UsageError, config_paths, keys_given, numbers, parse_config, require,
-                          run_main, split_flags)
-from guards import duration
+from configurator import UsageError, parse_config, require, run_main
+from guards import Signals, duration
 from model import GPTConfig, GPT
 from report import markdown_table, pyplot, save_png
 from stats import append_record, arch_key, check_writable, read_results
-from sweep import Stopper
-from train import TrainConfig
+from sweep import config_paths, keys_given, numbers, split_flags
+from train import TrainConfig, train_step
 
 FILLER = 0  # the pad token between queries; never a key or a value
 VIEWS = ('mixer', 'block')
@@ -217,6 +217,8 @@ def train_run(args, probe, key, threads=None, log=False):
         optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
         data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
         X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
+        X, Y = batch_at(probe.seed, 0, 0, batch=probe.batch_size, **data)
+        scaler = torch.amp.GradScaler('cpu', enabled=False)  # (float32: no loss scaling)
         curve, step = [], 0
         while True:
             if step % probe.eval_interval == 0 or step == steps:
@@ -236,12 +238,10 @@ def train_run(args, probe, key, threads=None, log=False):
                 return None
             for group in optimizer.param_groups:
                 group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
-            X, Y = batch_at(probe.seed, 0, step, batch=probe.batch_size, **data)
-            _, loss = model(X, Y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            _, (X, Y) = train_step(model, optimizer, scaler, contextlib.nullcontext(), X, Y,
+                                   lambda m: batch_at(probe.seed, 0, step + 1,
+                                                      batch=probe.batch_size, **data),
+                                   grad_clip=cfg.grad_clip)  # train.py's step
             step += 1
         solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
         return dict(kind='probe', key=key, **key, acc=curve[-1][1],
@@ -462,8 +462,8 @@ def main(argv):
               f"learning rates each, {probe.jobs} at a time; steps per cell by the emergence law: "
               f"{steps}", file=sys.stderr, flush=True)
         t0 = time.time()
-        with Stopper(stopping="the running cells stop (a rerun starts them over), none more "
-                              "starts; the finished ones are kept") as stopper:
+        with Signals("stopping: the running cells stop (a rerun starts them over), none more "
+                     "starts; the finished ones are kept", forward=True) as stopper:
             n, cut = run_grid(probe, todo, stopper)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
         if stopper:

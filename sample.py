@@ -2,7 +2,7 @@
 Sample text from a checkpoint train.py wrote: the model and its tokenizer are rebuilt from ckpt.pt
 alone.
 
-    python sample.py                                          # the newest run here (out*/ckpt.pt)
+    python sample.py                                          # the newest out*/ckpt.pt here
     python sample.py --out_dir=out-quick                      # that run: out-quick/ckpt.pt
     python sample.py --out_dir=out-gmlp --start="ROMEO:" --num_samples=3 --max_new_tokens=500
     python sample.py configs/gmlp.py --start=FILE:prompt.txt  # a train.py config file names out_dir
@@ -35,8 +35,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from configurator import (UsageError, help_text, no_checkpoint, parse_config, quick_start,
                           regular_file, run_main)
 from dataset import load_tokenizer, read_meta
-from guards import load_checkpoint, model_from_checkpoint, peek, resolve_device
-from model import DecodeCache
+from guards import load_checkpoint, resolve_device
+from model import GPT, DecodeCache
 from train import DTYPES, TrainConfig, autocast_context, resolve_dtype
 
 
@@ -58,8 +58,8 @@ class SampleConfig:
     device: str = 'auto'          # 'auto' (cuda, mps, cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
     dtype: str = 'auto'           # 'auto' (bfloat16/float16 on cuda, else float32) or one of DTYPES
     compile: bool = False         # on a GPU: record the one-token step as a CUDA graph, replay it
-    threads: int = 0              # CPU threads; 0 = OMP_NUM_THREADS if set, else measured fastest
-    ranks_file: str = ''          # a BPE run's .tiktoken file where it moved ('' = found by sha256)
+    threads: int = 0              # CPU threads; 0 = torch's default (OMP_NUM_THREADS, or every core)
+    ranks_file: str = ''          # a BPE run's .tiktoken file where it moved (or GPT-2's, offline)
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -73,7 +73,7 @@ class SampleConfig:
             raise ValueError(f"temperature must be a finite number (0 = greedy), got "
                              f"{self.temperature}")
         if self.threads < 0:
-            raise ValueError(f"threads must not be negative, got {self.threads} (0 = measured)")
+            raise ValueError(f"threads must not be negative, got {self.threads} (0 = the default)")
         if not 0 <= self.seed < 2**63:  # torch's generators take 64 bits
             raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
         if not 0.0 < self.top_p <= 1.0:
@@ -150,12 +150,9 @@ def main(argv):
 
     # the model and tokenizer, from the checkpoint alone (on the CPU: its optimizer state stays off
     # the GPU)
-    ckpt_path = checkpoint_path(cfg.out_dir)
-    ckpt = load_checkpoint(ckpt_path, 'cpu')
-    model = model_from_checkpoint(ckpt)
+    ckpt_path, ckpt, model = load_run(cfg.out_dir)
     mc = model.config
-    tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file,
-                        out_dir=os.path.dirname(ckpt_path))
+    tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file)
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
     text, ids = read_start(cfg.start, tok)
     print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter "
@@ -180,9 +177,7 @@ def main(argv):
         ids = ids[-mc.block_size:]
     x = torch.tensor([ids] * cfg.num_samples, dtype=torch.long, device=device)  # (num_samples, T)
     threads_before = torch.get_num_threads()  # (given back at the end, to a caller in this process)
-    threads, why = decode_threads(model, x[:1, -1:], given=cfg.threads, device_type=device_type)
-    if threads:
-        print(f"threads: {threads} ({why}; --threads=N chooses)", file=sys.stderr)
+    torch.set_num_threads(cfg.threads or threads_before)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     tokens = stream(model, x, cfg.max_new_tokens, temperature=cfg.temperature,
@@ -218,8 +213,8 @@ def main(argv):
 # which run, and its tokenizer
 
 def checkpoint_path(out_dir, *, verb='sampling'):
-    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt here that finished its training
-    (else the newest), named on stderr as the run `verb` reads (None: the caller says it)."""
+    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt here, named on stderr as the run
+    `verb` reads (None: the caller says it)."""
     if out_dir:  # one that is not there is said now (before hellaswag.py downloads, say)
         path = os.path.join(out_dir, 'ckpt.pt')
         if not os.path.isfile(path):
@@ -229,21 +224,27 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     if not runs:
         raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first ({quick_start()}: "
                          "about a minute on a CPU) or pass --out_dir=the/run")
-    finished = [p for p in runs if (peek(p) or {}).get('finished')]
-    chosen = (finished or runs)[0]
     if verb:
-        names = ', '.join(os.path.dirname(p) for p in runs)
-        others = f" of {len(runs)} ({names}; pick one with --out_dir)" if runs[1:] else ""
-        which = ("the newest finished run" if finished else
-                 "the newest run (none here finished its training)")
-        print(f"no --out_dir given: {verb} {which} here{others}: "
-              f"{os.path.dirname(chosen)}", file=sys.stderr)
-    return chosen
+        others = (f" of {len(runs)} ({', '.join(os.path.dirname(p) for p in runs)}; pick one "
+                  "with --out_dir)" if runs[1:] else "")
+        print(f"no --out_dir given: {verb} the newest run here{others}: "
+              f"{os.path.dirname(runs[0])}", file=sys.stderr)
+    return runs[0]
 
 
-def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
-    """The tokenizer of the checkpoint's data (its 'meta', else data_dir's); a BPE ranks file that
-    moved is `ranks_file`, else found by its sha256 beside the run, its data or in data/."""
+def load_run(out_dir, *, verb='sampling'):
+    """(its ckpt.pt's path, the checkpoint, the model it holds) of the run in out_dir (see
+    checkpoint_path), rebuilt from the checkpoint alone."""
+    path = checkpoint_path(out_dir, verb=verb)
+    ckpt = load_checkpoint(path)
+    try:
+        return path, ckpt, GPT.from_checkpoint(ckpt)
+    except (TypeError, ValueError, RuntimeError) as e:  # model_args or weights that do not fit
+        raise UsageError(f"{path} does not rebuild a model: {str(e).splitlines()[0]}") from None
+
+
+def tokenizer_for(ckpt, vocab_size, *, ranks_file=''):
+    """The tokenizer of the checkpoint's data (its 'meta', else data_dir's meta.json)."""
     meta = ckpt.get('meta')
     if meta is None:  # an older checkpoint: the data directory it names, if it is still there
         data_dir = (ckpt.get('config') or {}).get('data_dir')
@@ -257,10 +258,7 @@ def tokenizer_for(ckpt, vocab_size, *, ranks_file='', out_dir=''):
         print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
               "shards)", file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
-    data_dir = (ckpt.get('config') or {}).get('data_dir') or ''
-    near = [out_dir, data_dir, os.path.dirname(data_dir.rstrip('/')), 'data', '.']
-    look_in = [d for d in dict.fromkeys(near) if d and os.path.isdir(d)]
-    tok = load_tokenizer(meta, ranks_file=ranks_file, look_in=look_in)
+    tok = load_tokenizer(meta, ranks_file=ranks_file)
     if tok.vocab_size > vocab_size:
         raise UsageError(f"the tokenizer ({tok.name}, {tok.vocab_size} tokens) is larger than the "
                          f"model's vocab_size={vocab_size}: the checkpoint's meta does not match "
@@ -383,29 +381,6 @@ class CapturedStep:
         with torch.cuda.graph(self.graph), autocast:  # recorded, not run: the cache is as saved
             self.logits, _ = self.fn(self.idx, cache=cache)
         self.recorded_on, self.records = self._where(idx, cache), self.records + 1
-
-
-def decode_threads(model, prompt, *, given=0, device_type='cpu'):
-    """Set and return (CPU threads for decoding, why): `given`, else OMP_NUM_THREADS, else the
-    fastest of 1, 2, 4, ... cores at 16 cached tokens: at batch 1 a token's small matmuls can run
-    slower on many threads than on one. None on a GPU."""
-    if device_type != 'cpu':
-        return None, 'a GPU decodes'
-    if given or os.environ.get('OMP_NUM_THREADS'):
-        threads = given or torch.get_num_threads()
-        torch.set_num_threads(threads)
-        return threads, '--threads' if given else 'OMP_NUM_THREADS'
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    speed = {}
-    for n in sorted({min(2 ** k, cores) for k in range(cores.bit_length())}):
-        torch.set_num_threads(n)
-        generate(model, prompt, 4, temperature=0)  # warm-up at this thread count
-        t0 = time.perf_counter()
-        generate(model, prompt, 16, temperature=0)
-        speed[n] = 16 / (time.perf_counter() - t0)
-    best = max(speed, key=speed.get)
-    torch.set_num_threads(best)
-    return best, "measured: " + ', '.join(f"{n}: {v:,.0f} tok/s" for n, v in speed.items())
 
 
 if __name__ == "__main__":

@@ -15,9 +15,8 @@ import time
 
 import torch
 
-from configurator import UsageError, write_error
+from configurator import UsageError, read_log as read_log_rows, write_error
 from dataset import describe_data, read_meta
-from guards import config_from_dict, read_jsonl
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
@@ -205,8 +204,8 @@ def append_record(path, record, *, kept='the run', lock=threading.Lock()):
         try:
             note = locked_append(path, (json.dumps(record) + '\n').encode(), f"{path}.partial")
         except OSError as e:
-            raise write_error(path, e, f"{kept} is kept; rerun the same command to record it"
-                              ) from None
+            raise UsageError(f"{write_error(path, e)}; {kept} is kept; rerun the same command to "
+                             "record it") from None
     if note:
         print(f"note: {note}", file=sys.stderr)
 
@@ -480,14 +479,23 @@ def read_log(run_dir):
     path = os.path.join(run_dir, 'log.jsonl')
     if not os.path.isfile(path):
         raise UsageError(f"{path} not found; is {run_dir!r} a train.py out_dir?")
-    rows = read_jsonl(path)
-    for n, row in enumerate(rows, 1):
+    rows = read_log_rows(path)
+    for row in rows:
         bad = next((k for k in ('loss', 'val_loss', 'train_loss', 'lr', 'tokens', 'train_s',
                                 'elapsed_s') if k in row and not finite(row[k])), None)
         if bad:
             raise UsageError(f"{path}: the row of iter {row['iter']} has {bad}={row[bad]!r}, not a "
                              "number train.py writes; delete that row, or the file, and rerun")
     return rows
+
+
+def model_config(config):
+    """The GPTConfig of a run's config (fields added to model.py since take their defaults)."""
+    try:
+        return GPTConfig(**{f.name: config[f.name] for f in dataclasses.fields(GPTConfig)
+                            if f.name in config})
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"a run's config is not valid for this model.py: {e}") from None
 
 
 def read_config(run_dir):
@@ -510,7 +518,7 @@ def record_of(plan, wall_s, branched=None):
     rows = read_log(plan.run_dir)
     evals = [r for r in rows if 'val_loss' in r]
     last, cfg = rows[-1], read_config(plan.run_dir)
-    model = config_from_dict(cfg)
+    model = model_config(cfg)
     try:  # what it trained on, in a few words
         corpus = describe_data(read_meta(cfg['data_dir']), cfg['data_dir'])
     except UsageError:  # meta.json unreadable
@@ -534,7 +542,7 @@ def run_summary(run_dir):
     evals = [r for r in rows if 'val_loss' in r]
     last = rows[-1] if rows else {}
     config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
-    params = count_params(config_from_dict(config)) if config else None  # rebuilt from its config
+    params = count_params(model_config(config)) if config else None  # rebuilt from its config
     return dict(run=os.path.basename(os.path.normpath(run_dir)),
                 final_val=evals[-1]['val_loss'] if evals else None,
                 best_val=min(r['val_loss'] for r in evals) if evals else None,

@@ -27,8 +27,8 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while the imports load (torch takes seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
-import contextlib
 import dataclasses
+import glob
 import hashlib
 import json
 import math
@@ -42,15 +42,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+import torch
+
 try:
     import fcntl
 except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
     fcntl = None
 
-from configurator import (UsageError, config_paths, exec_config_file, keys_given, lock_holder,
-                          numbers, parse_config, require, run_main, split_flags)
+from configurator import (UsageError, exec_config_file, lock_folder, nearest, parse_config, require,
+                          run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
-from guards import peek, resolve_device
+from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from report import markdown_table, plot_runs, sweep_report
@@ -644,7 +646,8 @@ def main(argv):
                              "pass --out_prefix=a/folder/you/can/write") from None
         plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
         announce(plans)
-        with Stopper(what='train.py runs') as stopper:
+        with Signals("stopping: {n} running train.py runs save their checkpoints and stop, none "
+                     "more starts", forward=True) as stopper:
             ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
             while sweep.extend_lr and ok:  # until every best lr lies inside its grid
                 more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
@@ -666,89 +669,89 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # many runs as child processes: claims, and a stop that reaches every one
 
-class Stopper:
-    """SIGINT / SIGTERM while the block runs: each is announced and sent on to every running child
-    (in sessions of their own: a terminal's Ctrl-C reaches them once, through this); `run` starts no
-    child once stopped."""
-
-    def __init__(self, *, what='runs', stopping=None):
-        self.signum, self.what = None, what
-        self.stopping = stopping  # what the first signal does, in words (default: the runs save)
-        self.procs, self.lock, self.previous = set(), threading.Lock(), {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self.on_signal)
-                             for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc):
-        for s, h in self.previous.items():
-            signal.signal(s, h)
-
-    def __bool__(self):
-        return self.signum is not None
-
-    def on_signal(self, signum, frame):
-        again = self.signum is not None
-        self.signum = self.signum or signum
-        with self.lock:
-            procs = list(self.procs)
-        name = signal.Signals(signum).name
-        first = self.stopping or (f"{len(procs)} running {self.what} save their checkpoints and "
-                                  f"stop, none more starts; {name} again to abort them")
-        print(f"\n{name}: " + (f"sent on to {len(procs)} running {self.what}, which now abort"
-                               if again else f"stopping: {first}"), file=sys.stderr, flush=True)
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):  # it has just exited
-                p.send_signal(signum)
-
-    def run(self, cmd, **kwargs):
-        """subprocess.run(cmd, capture stderr, stdout discarded) in a session of its own, stopped
-        with this process: a CompletedProcess, or None when stopped before it started."""
-        with self.lock:
-            if self.signum is not None:
-                return None
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True, **kwargs)
-            self.procs.add(proc)
-        try:
-            _, err = proc.communicate()
-        finally:
-            with self.lock:
-                self.procs.discard(proc)
-        return subprocess.CompletedProcess(cmd, proc.returncode, None, err)
-
-    def exit_code(self):
-        return 128 + self.signum
-
-
 def claim(path, stopper=None, *, waiting=None):
     """Hold the lock file `path` (made if missing) until the returned fd is closed or the process
-    ends (the kernel drops a flock with its process: never stale). If another process holds it, say
-    `waiting` once and wait; None when `stopper` stops the wait. No flock (Windows): no claim."""
+    ends: another sweep's claim is waited for, said once (`waiting`); None when `stopper` stops the
+    wait. No flock (Windows): no claim (-1)."""
     if fcntl is None:
         return -1
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    said = False
-    while True:
-        with contextlib.suppress(OSError):  # held by another process
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        if stopper:
-            os.close(fd)
-            return None
-        if waiting and not said:
-            print(f"  {waiting}: {lock_holder(path)} holds it; waiting", file=sys.stderr,
-                  flush=True)
-            said = True
-        time.sleep(1.0)
+    return lock_folder(path, 'a run', stop=stopper,
+                       waiting=waiting or f"{os.path.basename(path)}: another sweep holds it")
 
 
 def release(fd):
     if fd is not None and fd >= 0:
         os.close(fd)
+
+
+def peek(path):
+    """A checkpoint's iter_num, finished and data fingerprint, read without loading its tensors;
+    {} when there is none or it cannot be read."""
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        return {'iter_num': ckpt.get('iter_num'), 'finished': ckpt.get('finished'),
+                'data': fingerprint(ckpt.get('meta'))}
+    except Exception:  # no file, truncated, not ours: nothing to resume
+        return {}
+
+
+# -----------------------------------------------------------------------------
+# the tools' command lines: their own flags, and train.py's passed on to every run
+
+def split_flags(argv, cls, passed_on):
+    """(a script's own arguments, the flags it passes on to the dataclass `passed_on`): sweep.py
+    hands train.py's keys to train.py. A key neither knows is an error naming the nearest."""
+    mine = {f.name for f in dataclasses.fields(cls)}
+    theirs = {f.name for f in dataclasses.fields(passed_on)}
+    own, other = [], []
+    for arg in argv:
+        key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
+        if key is not None and key not in mine | theirs:
+            close = nearest(key, sorted(mine | theirs))
+            raise UsageError(f"unknown key {key!r}; " + (f"did you mean {', '.join(close)}?" if close
+                                                        else "run with --help to list the keys"))
+        (other if key in theirs and key not in mine else own).append(arg)
+    return own, other
+
+
+def numbers(name, texts, kind):
+    """A list flag's strings (--widths=64,128) as positive finite numbers of `kind`."""
+    try:
+        values = [kind(t) for t in texts]
+    except ValueError:
+        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by "
+                         "commas") from None
+    if not values or not all(0 < v < float('inf') for v in values):
+        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
+    return values
+
+
+def keys_given(argv):
+    """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
+    return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+
+
+def config_paths(names):
+    """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's."""
+    shipped = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))
+    known = [os.path.basename(p)[:-3] for p in shipped]
+    paths = []
+    for c in names:
+        if c.endswith('.py'):
+            if not os.path.isfile(c):
+                raise UsageError(f"config {c!r} not found")
+            paths.append(c)
+        elif c in known:
+            paths.append(os.path.relpath(shipped[known.index(c)]))
+        else:
+            archs = [k for k in known if k != 'quick']  # (quick.py is the quick start's, not one)
+            raise UsageError(f"unknown config {c!r}; choose among {', '.join(archs)} or pass a .py "
+                             "path")
+    paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
+    if not paths:
+        raise UsageError("no configs: pass config files or run from the repository root")
+    return paths
 
 
 # -----------------------------------------------------------------------------

@@ -11,9 +11,9 @@ the next batch fetched during the forward pass), made exact for comparisons: eve
 function of (seed, iteration, global micro-step), so N processes draw the batches one process draws
 and a resumed run those of a straight one; budgets of tokens, FLOPs or seconds; Ctrl-C saves a
 checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, device and
-processes, how a batch is drawn, what a checkpoint holds and how a run resumes, then main(),
-build() and train()'s loop in four steps. What guards a run (signals, budgets and the ETA, the nan
-stop, resume refusals, out_dir's files and prev/) is guards.py's, not needed to follow the loop.
+processes, how a batch is drawn, what a checkpoint holds and how a run resumes, how log.jsonl and
+ckpt.pt are written, when the run stops, then main() and train()'s loop in four steps, and the one
+training step. What guards a run (signals, resume refusals, out_dir's lock and prev/) is guards.py's.
 """
 import os
 import signal
@@ -21,8 +21,11 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
+import contextlib
 import dataclasses
 import datetime
+import json
+import logging
 import math
 import random
 import time
@@ -34,12 +37,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from configurator import UsageError, parse_config, quick_start, require, run_main
+from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
+                          run_main, write_error)
 from dataset import load_shard, open_dataset
-from guards import (CHECKPOINT_FORMAT, Progress, RunFiles, StopSignals, check_finite,
-                    check_memory, check_resumable, config_text, ddp_failed, duration,
-                    keep_output_from_stopping_the_run, load_checkpoint, load_weights,
-                    peak_flops, resolve_device, say_start, warm_up)
+from guards import (CHECKPOINT_FORMAT, Signals, check_resumable, ddp_failed, duration,
+                    load_checkpoint, lock_run_dir, peak_flops, resolve_device, settle, start_run,
+                    swap)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -369,7 +372,7 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
     """Load a checkpoint into the model, optimizer and scaler and return its RunState; the random
     generators too when as many processes resume as saved it. The dict is emptied once its tensors
     are copied: the caller's reference to it would otherwise keep a second copy."""
-    load_weights(model, ckpt['model'])
+    model.load_state_dict(ckpt['model'])
     optimizer.load_state_dict(ckpt['optimizer'])
     if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
         scaler.load_state_dict(ckpt['scaler'])
@@ -395,6 +398,100 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 
 
 # -----------------------------------------------------------------------------
+# out_dir's files: log.jsonl and ckpt.pt (the master process writes them; guards.py keeps out_dir
+# locked, stages a scratch run over a previous one and moves that one to prev/)
+
+def open_log(folder, cfg, start_iter, rows=()):
+    """log.jsonl in `folder`, rewritten whole: on resume, its rows from before the checkpoint (an
+    eval row at start_iter came before it, step rows from there on did not); then `rows`."""
+    path, old = os.path.join(folder, 'log.jsonl'), []
+    if cfg.init_from == 'resume' and os.path.exists(path):
+        old = [r for r in read_log(path)
+               if r['iter'] < start_iter or r['iter'] == start_iter and 'val_loss' in r]
+    atomic_write(path, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in old).encode()))
+    log = open(path, 'a')
+    for row in rows:
+        write_row(log, row)
+    return log
+
+
+def write_row(log, row):
+    """One JSON object per line, flushed (readable while the run goes on); a value that is not a
+    finite number (an MFU from a bad peak) is null: NaN and Infinity are not JSON."""
+    row = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+    try:
+        log.write(json.dumps(row) + '\n')
+        log.flush()
+    except OSError as e:
+        raise write_error(log.name, e) from None
+
+
+def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
+    """ckpt.pt, then config.json (every process gives its random generators; the master writes).
+    A scratch run staged in out_dir/.new/ commits at its first save: the folder it writes in next."""
+    if not all(torch.isfinite(p).all() for p in raw_model.parameters()):  # inf gradients spoil them
+        raise UsageError(f"a weight is not finite at iter {state.iter_num}: stopped without saving")
+    rng = procs.gather(rng_state())
+    if procs.master:
+        ckpt = make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, rng=rng)
+        atomic_write(os.path.join(folder, 'ckpt.pt'), lambda f: torch.save(ckpt, f))
+        config = json.dumps(dataclasses.asdict(cfg), indent=1).encode()
+        atomic_write(os.path.join(folder, 'config.json'), lambda f: f.write(config))
+        if folder != cfg.out_dir:
+            try:
+                moved = swap(cfg.out_dir)
+            except OSError as e:
+                raise UsageError(f"could not move the previous run to {cfg.out_dir}/prev/ "
+                                 f"({e.strerror}); this checkpoint is saved, and the next run in "
+                                 "that folder finishes the move") from None
+            print(f"note: the previous run ({', '.join(moved)}) is kept in {cfg.out_dir}/prev/"
+                  + "; --init_from=resume continues a run instead of starting over" * bool(moved))
+        print(f"saved {os.path.join(cfg.out_dir, 'ckpt.pt')} at iter {state.iter_num}")
+    state.saved_at = state.iter_num
+    return cfg.out_dir
+
+
+def kept(cfg, folder):
+    """What a run that stops on an error leaves: the previous run, or the last checkpoint."""
+    if folder != cfg.out_dir:
+        return f"the previous run in {cfg.out_dir} is kept as it was"
+    path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    return f"{path} is kept as it was" if os.path.exists(path) else "no checkpoint was saved"
+
+
+# -----------------------------------------------------------------------------
+# when to stop, and the progress line
+
+def budget_end(cfg, state, tokens_per_iter, flops_per_token):
+    """(the iteration the run stops before, the budget that ends it): max_iters, or where max_tokens
+    or max_flops is reached (both grow with iterations). max_seconds counts train_s."""
+    ends = [(cfg.max_iters, 'max_iters')]
+    for budget, tokens in (('max_tokens', cfg.max_tokens),
+                           ('max_flops', cfg.max_flops / flops_per_token)):
+        if tokens:
+            ends.append((state.iter_num + max(math.ceil((tokens - state.tokens_seen)
+                                                        / tokens_per_iter), 0), budget))
+    return min(ends)
+
+
+def progress(cfg, state, end, s_per_iter, eval_s):
+    """('iter 250/2000 (12%)', 'ETA 1m32s') after step state.iter_num (counted from 0, as log.jsonl
+    counts them: 250 steps done), or 'iter 250 (41% of max_seconds)' when time ends the run first;
+    the ETA counts the evaluations to come at eval_s each."""
+    done, (end_iter, budget) = state.iter_num + 1, end
+    iters = max(end_iter - done, 0)
+    if cfg.max_seconds and cfg.max_seconds - state.train_s < iters * s_per_iter:
+        iters = max(cfg.max_seconds - state.train_s, 0) / s_per_iter
+        where = f"iter {done} ({100 * min(state.train_s / cfg.max_seconds, 1):.0f}% of max_seconds)"
+    else:
+        of = '' if budget == 'max_iters' else f" of {budget}"
+        where = f"iter {done}/{end_iter} ({100 * min(done / max(end_iter, 1), 1):.0f}%{of})"
+    end_at, every = done + int(iters), cfg.eval_interval  # evaluations at iterations done..end_at
+    evals = end_at // every - (done - 1) // every + (end_at % every != 0)
+    return where, f"ETA {duration(iters * s_per_iter + evals * eval_s)}"
+
+
+# -----------------------------------------------------------------------------
 # the run
 
 def main(argv):
@@ -404,32 +501,45 @@ def main(argv):
     cfg = parse_config(TrainConfig, argv, doc=__doc__)
     procs = Distributed()  # one process, or the ones torchrun started
     device = procs.device(resolve_device(cfg.device))
-    dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
-    # data; the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
+    cfg = dataclasses.replace(cfg, device=device,
+                              dtype=resolve_dtype(cfg.dtype, torch.device(device).type))
     meta, paths = open_dataset(cfg.data_dir)
-    ckpt_path = os.path.join(cfg.out_dir, 'ckpt.pt')
-    ckpt = load_checkpoint(ckpt_path) if cfg.init_from == 'resume' else None
+    held = []  # out_dir's lock, once taken: given back when the run ends
+    try:
+        with procs.running(device, cfg.ddp_timeout_s, os.path.join(cfg.out_dir, 'ckpt.pt')):
+            cfg, ckpt, switch = resume_or_not(cfg, procs, meta, held)
+            return train(cfg, procs, meta, paths, ckpt, switch, held)
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def resume_or_not(cfg, procs, meta, held):
+    """(cfg with the model's vocabulary, the checkpoint to resume or None, the log row of a resume
+    on other data or None), after out_dir is locked and settled and every check passed."""
+    if procs.master:  # out_dir is locked, and what a killed run left settled, before it is read
+        lock_run_dir(cfg.out_dir, held)
+    procs.agree(False)  # (every process waits for that)
+    path = os.path.join(cfg.out_dir, 'ckpt.pt')
+    ckpt = load_checkpoint(path) if cfg.init_from == 'resume' else None
+    # the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
     vocab = (cfg.vocab_size or (ckpt and ckpt['model_args'].get('vocab_size'))
              or (meta and meta['vocab_size']) or 50304)  # GPT-2's 50257 padded: raw llm.c shards
     if meta and vocab < meta['vocab_size']:
         source = ("the --vocab_size given; leave it at 0 to use the data's" if cfg.vocab_size else
-                  f"the vocab of the checkpoint in {cfg.out_dir}; resume on the data it was "
-                  "trained on")
+                  f"the checkpoint's in {cfg.out_dir}; resume on the data it was trained on")
         raise UsageError(f"vocab_size={vocab} is smaller than the data's {meta['vocab_size']} "
                          f"({cfg.data_dir}/meta.json): {source}")
     try:  # (the checks that need the vocabulary: match_params at this shape)
-        cfg = dataclasses.replace(cfg, device=device, dtype=dtype, vocab_size=vocab)
+        cfg = dataclasses.replace(cfg, vocab_size=vocab)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    check_memory(cfg, device)  # before anything is allocated
-    switch = ckpt and check_resumable(ckpt, cfg, meta, ckpt_path)  # --new_data: a log row says so
-    files = RunFiles(cfg, master=procs.master)  # ckpt.pt, log.jsonl, config.json; out_dir locked
-    with procs.running(device, cfg.ddp_timeout_s, ckpt_path):
-        if procs.master:
-            print(config_text(dataclasses.asdict(cfg)))
-            if meta is None:
-                print(f"note: no meta.json in {cfg.data_dir}: raw shards, vocab_size {vocab}")
-        return train(cfg, procs, files, meta, paths, ckpt, switch)
+    switch = ckpt and check_resumable(ckpt, cfg, meta, path)
+    if procs.master:
+        print("config: " + ' '.join(f"{k}={v!r}" for k, v in dataclasses.asdict(cfg).items()))
+        if meta is None:
+            print(f"note: no meta.json in {cfg.data_dir}: raw shards, vocab_size {vocab}")
+    return cfg, ckpt, switch
 
 
 def build(cfg, procs, ckpt):
@@ -451,106 +561,138 @@ def build(cfg, procs, ckpt):
     return model, optimizer, scaler, state
 
 
-def train(cfg, procs, files, meta, paths, ckpt, switch):
+def train(cfg, procs, meta, paths, ckpt, switch, held):
     raw_model, optimizer, scaler, state = build(cfg, procs, ckpt)
     ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
     accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
-    tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
+    tokens_per_iter = procs.tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
+    end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
+    if cfg.compile:  # its cache's warnings about entries cut short (recompiled) say nothing to do
+        logging.getLogger('torch._inductor.codecache').setLevel(logging.ERROR)
     model = torch.compile(raw_model) if cfg.compile else raw_model  # evaluation runs this one
     train_model = model if not procs.ddp else DDP(
         model, device_ids=[procs.local_rank] if cfg.device.startswith('cuda') else None)
     batches, scored = run_batches(cfg, paths)  # training's, and each split's evaluation batches
-    progress = Progress(cfg, iter_num=state.iter_num, tokens_seen=state.tokens_seen,
-                        tokens_per_iter=tokens_per_iter, flops_per_token=flops_per_token)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
-    X, Y = batches.get(0, state.iter_num, procs.rank * accum)  # the first micro-batch
-    micro_s = warm_up(train_model, X, Y, ctx, scaler, optimizer, procs, cfg.compile)
-    if procs.master:
-        say_start(cfg, procs, accum, raw_model, peak, switch, state, progress, micro_s)
+
+    def batch(m):  # this process's micro-step m of the step (m = accum: the next step's first)
+        return batches.get(0, state.iter_num + m // accum, procs.rank * accum + m % accum)
+    X, Y = batch(0)
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
-    files.open(state.iter_num, [switch] if switch else [])
-    signals = StopSignals(announce=procs.master).install()  # Ctrl-C, SIGTERM: step, save, exit
-    t0, elapsed_s0 = time.time(), state.elapsed_s
-    last = (state.iter_num, state.tokens_seen, state.train_s)  # where the next log row counts from
+    if procs.master:
+        say_start(cfg, procs, accum, raw_model, peak, switch, state)
+        folder = start_run(cfg.out_dir, held, cfg.init_from == 'scratch')
+        log = open_log(folder, cfg, state.iter_num, [switch] if switch else [])
+    else:
+        folder, log = cfg.out_dir, None
+    t0, elapsed_s0, first = time.time(), state.elapsed_s, (state.iter_num, state.train_s)
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
+    eval_s, stop = 0.0, None
     try:
-        while True:
-            # 1. stop? at a budget or a signal, decided together by every process
-            state.elapsed_s = elapsed_s0 + time.time() - t0
-            signalled, out_of_time = procs.agree(signals, progress.out_of_time(state.train_s))
-            stop = progress.stop_reason(state.iter_num, out_of_time, signalled)
-            state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
+        with Signals("stopping after this step and saving a checkpoint",
+                     announce=procs.master) as signals:
+            while True:
+                # 1. stop? at a budget or a signal, decided together by every process
+                state.elapsed_s = elapsed_s0 + time.time() - t0
+                signalled, out_of_time = procs.agree(
+                    signals, cfg.max_seconds and state.train_s >= cfg.max_seconds)
+                stop = ('signal' if signalled else end[1] if state.iter_num >= end[0] else
+                        'max_seconds' if out_of_time else None)
+                state.finished = stop not in (None, 'signal')  # a checkpoint from here is the last
 
-            # 2. evaluate (also at the end) and save; not twice at one iteration (a resumed one's)
-            if progress.eval_due(state.iter_num, stop) and state.evaluated_at != state.iter_num:
-                t_eval = time.time()
-                losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
-                if losses is None:  # cut short by a signal: not logged, not a best_val_loss
-                    stop = 'signal'
-                elif record_eval(losses, state, cfg, files, flops_per_token) and state.iter_num > 0:
-                    save(raw_model, optimizer, scaler, state, cfg, meta, procs, files)
-                scores.update(losses or {})
-                progress.eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
-            if stop:
-                break
+                # 2. evaluate every eval_interval iterations and at the end (not after a signal,
+                # nor twice at one iteration: a resumed one's), and save
+                if (stop != 'signal' and (state.iter_num % cfg.eval_interval == 0 or stop)
+                        and state.evaluated_at != state.iter_num):
+                    t_eval = time.time()
+                    losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
+                    if losses is None:  # cut short by a signal: not logged, not a best_val_loss
+                        stop = 'signal'
+                    else:
+                        improved = losses['val_loss'] < state.best_val_loss
+                        record_eval(losses, state, cfg, log, flops_per_token)
+                        scores.update(losses)
+                        if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
+                            folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta,
+                                          procs)
+                    eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
+                if stop:
+                    break
 
-            # 3. one optimizer step over `accum` micro-batches
-            t_step = time.time()
-            lr = cfg.lr_at(state.iter_num)
-            for group in optimizer.param_groups:
-                group['lr'] = lr
-            loss_sum = torch.zeros((), device=cfg.device)
-            for micro_step in range(accum):
-                if procs.ddp:  # all-reduce the gradients on the last micro-step only
-                    train_model.require_backward_grad_sync = (micro_step == accum - 1)
-                with ctx:
-                    _, loss = train_model(X, Y)
-                    loss = loss / accum  # the mean over micro-steps, as one big batch would have it
-                # fetch the next micro-batch while the forward pass runs on the GPU (keys count
-                # global micro-steps: this process's start at procs.rank * accum)
-                if micro_step + 1 < accum:
-                    X, Y = batches.get(0, state.iter_num, procs.rank * accum + micro_step + 1)
-                else:
-                    X, Y = batches.get(0, state.iter_num + 1, procs.rank * accum)
-                scaler.scale(loss).backward()
-                loss_sum += loss.detach()
-            if cfg.grad_clip != 0.0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
-            scaler.step(optimizer)  # skipped by the scaler if float16 gradients overflowed
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            state.tokens_seen += tokens_per_iter
+                # 3. one optimizer step over `accum` micro-batches
+                t_step = time.time()
+                lr = cfg.lr_at(state.iter_num)
+                for group in optimizer.param_groups:
+                    group['lr'] = lr
+                loss_sum, (X, Y) = train_step(train_model, optimizer, scaler, ctx, X, Y, batch,
+                                              accum=accum, grad_clip=cfg.grad_clip)
+                state.tokens_seen += tokens_per_iter
 
-            # 4. log: a progress line and a row of log.jsonl
-            log = state.iter_num % cfg.log_interval == 0
-            # the mean over micro-steps and processes; reading it waits for the step
-            lossf = procs.all_reduce(loss_sum).item() / procs.world if log else None
-            now = time.time()
-            state.train_s += now - t_step  # what max_seconds counts: evaluations excluded
-            state.elapsed_s = elapsed_s0 + now - t0
-            if log:
-                check_finite(state.iter_num, cfg, files, lossf)
-                last = log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files)
-            state.iter_num += 1
-
-        if state.saved_at != state.iter_num:  # the final state (also after a signal), if trained
-            save(raw_model, optimizer, scaler, state, cfg, meta, procs, files)
+                # 4. log: a progress line and a row of log.jsonl
+                logging_now = state.iter_num % cfg.log_interval == 0
+                # the mean over micro-steps and processes; reading it waits for the step
+                lossf = procs.all_reduce(loss_sum).item() / procs.world if logging_now else None
+                now = time.time()
+                if state.iter_num > first[0]:  # the first step compiles: not training time
+                    state.train_s += now - t_step
+                state.elapsed_s = elapsed_s0 + now - t0
+                if logging_now:
+                    if not math.isfinite(lossf):
+                        raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped "
+                                         "without saving")
+                    steps = state.iter_num - first[0]  # timed steps, the first one left out
+                    s_per_iter = (state.train_s - first[1]) / steps if steps else now - t_step
+                    log_step(lossf, lr, s_per_iter, state, cfg, end, eval_s, peak, raw_model,
+                             procs, log)
+                state.iter_num += 1
+            if state.saved_at != state.iter_num:  # the final state (also after a signal)
+                folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
+    except UsageError as e:  # a failed write, a loss that is not finite: what is kept
+        raise UsageError(f"{e}; {kept(cfg, folder)}") from None
     finally:
-        signals.restore()
-        files.close()
+        if log is not None:
+            with contextlib.suppress(OSError):  # the disk is still full: the log holds what it holds
+                log.close()
+        if procs.master and os.path.isdir(cfg.out_dir):
+            with contextlib.suppress(OSError):  # what is left is settled by the next run there
+                settle(cfg.out_dir)
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
-        signals.exit(f"at iter {state.iter_num}; resume with --init_from=resume"
-                     if state.iter_num else "before any training: nothing saved",
-                     announce=procs.master)
+        if procs.master:
+            print(f"stopped by {signal.Signals(signals.exit_code() - 128).name} "
+                  + (f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num
+                     else "before any training: nothing saved"))
+        raise SystemExit(signals.exit_code())
     if procs.master:
         print(f"done: {stop} at iter {state.iter_num}, {state.tokens_seen:,} tokens, "
               f"{state.train_s:.1f}s training")
     return {**scores, 'iter_num': state.iter_num, 'tokens': state.tokens_seen, 'stop': stop,
             'flops': state.tokens_seen * flops_per_token, 'best_val_loss': state.best_val_loss,
-            'train_s': state.train_s, 'elapsed_s': state.elapsed_s, 'ckpt_path': files.ckpt_path,
+            'train_s': state.train_s, 'elapsed_s': state.elapsed_s, 'ckpt_path': os.path.join(cfg.out_dir, 'ckpt.pt'),
             'params': raw_model.get_num_params()}
+
+
+def train_step(model, optimizer, scaler, ctx, X, Y, batch, *, accum=1, grad_clip=0.0):
+    """One optimizer step over `accum` micro-batches, the one the loop, bench.py and probe.py take.
+    X, Y: the first micro-batch; batch(m): micro-step m's, fetched while the forward pass runs on
+    the GPU (m = accum: the next step's first). (The loss summed over micro-steps, the next X, Y.)"""
+    loss_sum = torch.zeros((), device=X.device)
+    for micro_step in range(accum):
+        if isinstance(model, DDP):  # all-reduce the gradients on the last micro-step only
+            model.require_backward_grad_sync = (micro_step == accum - 1)
+        with ctx:
+            _, loss = model(X, Y)
+            loss = loss / accum  # the mean over micro-steps, as one big batch would have it
+        X, Y = batch(micro_step + 1)
+        scaler.scale(loss).backward()
+        loss_sum += loss.detach()
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)  # skipped by the scaler if float16 gradients overflowed
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum, (X, Y)
 
 
 @torch.no_grad()
@@ -569,7 +711,7 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
                 each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss
                 for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):  # as many
                     if procs.agree(signals)[0]:
-                        raise StopSignals.CutShort
+                        raise Signals.CutShort
                     if k < cfg.eval_iters:
                         X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
                         with ctx:
@@ -584,7 +726,7 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
                 var = sum((v - loss) ** 2 for v in each) / (n - 1) if n > 1 else None
                 out[f'{split}_se'] = None if var is None else math.sqrt(var / n)
             out['val_batches'] = [round(v, 5) for v in each]
-    except StopSignals.CutShort:
+    except Signals.CutShort:
         out = None
     finally:
         model.train()
@@ -600,50 +742,54 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
     return out
 
 
-def record_eval(losses, state, cfg, files, flops_per_token):
-    """Check and log an evaluation; whether a checkpoint is due: the val loss improved on the best
-    so far, or always_save_checkpoint."""
-    check_finite(state.iter_num, cfg, files, losses['train_loss'], losses['val_loss'])
-    files.write_row({'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num),
-                     'tokens': state.tokens_seen, 'flops': state.tokens_seen * flops_per_token,
-                     'elapsed_s': state.elapsed_s, 'train_s': state.train_s})
-    improved = losses['val_loss'] < state.best_val_loss
+def record_eval(losses, state, cfg, log, flops_per_token):
+    """Check an evaluation and log it; the best val loss so far."""
+    if not (math.isfinite(losses['train_loss']) and math.isfinite(losses['val_loss'])):
+        raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped without saving")
+    if log is not None:
+        write_row(log, {'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num),
+                        'tokens': state.tokens_seen, 'flops': state.tokens_seen * flops_per_token,
+                        'elapsed_s': state.elapsed_s, 'train_s': state.train_s})
     state.best_val_loss = min(state.best_val_loss, losses['val_loss'])
     state.evaluated_at = state.iter_num
-    return improved or cfg.always_save_checkpoint
 
 
-def log_step(lossf, lr, state, last, progress, peak, raw_model, procs, files):
-    """The progress line and the log row of step state.iter_num, counted from `last` (iter, tokens,
-    train_s); the `last` of the next."""
-    it, tokens, train_s = last
-    dt = max(state.train_s - train_s, 1e-9)
-    s_per_iter, tokens_per_s = dt / (state.iter_num + 1 - it), (state.tokens_seen - tokens) / dt
+def log_step(lossf, lr, s_per_iter, state, cfg, end, eval_s, peak, raw_model, procs, log):
+    """The progress line and the log row of step state.iter_num (the master's)."""
+    tokens_per_s = procs.tokens_per_iter / s_per_iter
     mfu = raw_model.estimate_mfu(tokens_per_s / procs.world, peak) if peak else None  # per GPU
     if procs.master:
-        where, eta = progress.status(state.iter_num, state.train_s, s_per_iter)
+        where, eta = progress(cfg, state, end, s_per_iter, eval_s)
         print(f"{where}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
               f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "")
               + f", {eta}", flush=True)
-        files.write_row({'iter': state.iter_num, 'loss': lossf, 'lr': lr,
-                         'tokens': state.tokens_seen,
-                         'flops': state.tokens_seen * raw_model.flops_per_token(),
-                         'elapsed_s': state.elapsed_s, 'train_s': state.train_s,
-                         'tokens_per_s': tokens_per_s, 'mfu': mfu})
-    return state.iter_num + 1, state.tokens_seen, state.train_s
+        write_row(log, {'iter': state.iter_num, 'loss': lossf, 'lr': lr,
+                        'tokens': state.tokens_seen,
+                        'flops': state.tokens_seen * raw_model.flops_per_token(),
+                        'elapsed_s': state.elapsed_s, 'train_s': state.train_s,
+                        'tokens_per_s': tokens_per_s, 'mfu': mfu})
 
 
-def save(raw_model, optimizer, scaler, state, cfg, meta, procs, files):
-    """Write ckpt.pt (the master process; every process gives its random generators)."""
-    check_finite(state.iter_num, cfg, files, model=raw_model)  # inf gradients spoil the weights
-    rng = procs.gather(rng_state())
-    if procs.master:
-        files.save(make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta,
-                                   rng=rng))
-        print(f"saved {files.ckpt_path} at iter {state.iter_num}")
-    state.saved_at = state.iter_num
+def say_start(cfg, procs, accum, model, peak, switch, state):
+    """What the run is, in its first lines (the master's)."""
+    rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
+        f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
+        f"{procs.world * accum}, a multiple of {procs.world} processes)")
+    print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = "
+          f"{procs.world} process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x "
+          f"block_size {cfg.block_size}{rounded}")
+    print(f"model: {model.get_num_params() / 1e6:.2f}M parameters, "
+          f"{model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
+    if peak is None and cfg.device.startswith('cuda'):
+        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is "
+              "not logged; --peak_flops=<its dense FLOP/s for this dtype> gives it")
+    if switch:
+        print(f"note: --new_data: resuming at iter {state.iter_num} on "
+              f"{switch['data_switch']['to']}, after {switch['data_switch']['from']}")
+    if cfg.compile:
+        print("compiling the model (torch.compile): the first step takes about a minute on a CPU, "
+              "less on a GPU, and is not counted as training time", flush=True)
 
 
 if __name__ == "__main__":
-    keep_output_from_stopping_the_run()  # a closed pipe or terminal: the run goes on, and saves
     run_main(main)

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import configurator as C
+import sweep
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
@@ -142,4 +143,4 @@ def test_a_config_copied_to_another_folder_finds_the_shipped_recipe(tmp_path):
 
 def test_an_unknown_config_is_answered_with_architectures_only():
     with pytest.raises(C.UsageError, match=r"unknown config 'gtp'; choose among (?!.*quick)"):
-        C.config_paths(['gtp'])
+        sweep.config_paths(['gtp'])

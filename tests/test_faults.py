@@ -174,8 +174,8 @@ def test_a_scratch_run_that_fails_in_training_keeps_the_previous_run(data_dir, t
     run(data_dir, out, '--max_iters=6')
     first = snapshot(out)
     nan = ['--learning_rate=1e30', '--warmup_iters=0', '--grad_clip=0', '--eval_interval=1', '--max_iters=20']
-    with pytest.raises(UsageError, match=r"loss is not finite at iter \d+: stopped without saving; .*ckpt.pt is kept "
-                                         r"as it was; try a lower learning_rate, warmup_iters > 0 or grad_clip=1.0$"):
+    with pytest.raises(UsageError, match=r"loss is not finite at iter \d+: stopped without saving; the previous run "
+                                         rf"in {re.escape(str(out))} is kept as it was$"):
         run(data_dir, out, *nan)
     assert snapshot(out) == first  # its log and config too; no temp file, no prev/
     # a good rerun moves the first run to prev/; a failing one after it keeps both
@@ -194,13 +194,12 @@ def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, caps
     run(data_dir, out, '--max_iters=4', '--eval_interval=2')
     text = capsys.readouterr().out
     start = text.index(f"note: {out} holds a previous run: this run starts over (--init_from=resume continues that "
-                       f"one instead); the previous run stays as it is until this run saves its first "
-                       f"checkpoint, then moves to {out / 'prev'}/")
-    moved = text.index(f"note: {out} held a checkpoint: the previous run (ckpt.pt, log.jsonl, config.json) is "
-                       f"kept in {out / 'prev'}/")
+                       f"one instead); it stays as it is until this run saves its first checkpoint, then moves "
+                       f"to {out / 'prev'}/")
+    moved = text.index(f"note: the previous run (ckpt.pt, log.jsonl, config.json) is kept in {out}/prev/")
     assert start < text.index('step 2: train loss') < moved < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
     assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
-    steps = [r['iter'] for r in guards.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
+    steps = [r['iter'] for _, r in configurator.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
     assert steps == [0, 1, 2, 3]  # the rows written before the first checkpoint are in the new log
     with open(out / 'config.json') as f:
         assert json.load(f) == guards.load_checkpoint(str(out / 'ckpt.pt'))['config']
@@ -214,9 +213,9 @@ def test_a_full_disk_at_a_log_row_is_one_line_and_keeps_the_checkpoint(data_dir,
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=4')
     before = snapshot(out)
-    fill_disk(monkeypatch, guards, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
+    fill_disk(monkeypatch, train, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
     with pytest.raises(UsageError, match=r"^could not write '.*log.jsonl': no space left on device; .*ckpt.pt is "
-                                         r"kept as it was; free some space and resume with --init_from=resume$"):
+                                         r"kept as it was$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8', '--eval_interval=100')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
     # a scratch run over it: the previous run stays whole, the new log is gone
@@ -235,36 +234,37 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, t
     before = snapshot(out)
     fill_disk(monkeypatch, configurator, r'^ckpt\.pt\.(tmp|new)', room=2000)  # torch.save then says 'unexpected pos'
     with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; .*ckpt.pt is kept "
-                                         r"as it was; free some space and resume with --init_from=resume$"):
+                                         r"as it was$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
     after_resume = snapshot(out)  # (its log holds the rows past the checkpoint; a resume drops them)
     # the first checkpoint of a scratch run over it: nothing moves to prev/
     with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; the previous "
-                                         r"run in .* is kept as it was; free some space and rerun$"):
+                                         r"run in .* is kept as it was$"):
         run(data_dir, out, '--max_iters=8')
     assert snapshot(out) == after_resume
 
 
-def test_disk_full_sees_through_torch_save():
+def test_a_failed_write_names_its_cause_through_torch_save():
     import torch
     f = FullDisk(open(os.devnull, 'wb'), 1000)
     with pytest.raises(RuntimeError) as e:
         torch.save({'w': torch.zeros(10000)}, f)
-    assert configurator.disk_full(e.value) and not configurator.disk_full(RuntimeError('unexpected pos 1 vs 2'))
+    assert str(configurator.write_error('ckpt.pt', e.value)) == "could not write 'ckpt.pt': no space left on device"
 
 
 # -----------------------------------------------------------------------------
 # temp files of killed runs
 
 def test_stale_temp_files_of_killed_runs_are_removed(data_dir, tmp_path):
+    """out_dir is locked: a temp file of train.py's found there is a dead writer's, whoever's pid it names."""
     out = tmp_path / 'out'
     out.mkdir()
     dead, alive = dead_pid(), os.getppid()
     stale = [f'ckpt.pt.tmp{dead}', f'log.jsonl.tmp{dead}', f'config.json.tmp{dead}',
-             f'log.jsonl.tmp{dead}.tmp{dead}']
-    kept = [f'ckpt.pt.tmp{alive}', f'notes.txt.tmp{dead}', 'ckpt.pt.tmpx']  # a live run's; not train.py's
+             f'log.jsonl.tmp{dead}.tmp{dead}', f'ckpt.pt.tmp{alive}']
+    kept = [f'notes.txt.tmp{dead}', 'ckpt.pt.tmpx']  # not train.py's
     for name in stale + kept:
         (out / name).write_bytes(b'x')
     run(data_dir, out, '--max_iters=2')
@@ -283,8 +283,8 @@ def test_a_bad_log_line_is_one_line_naming_it(data_dir, tmp_path, line, what):
         f.write(line + b'\n{"iter": 9, "loss": 1.0}\n')
     before = snapshot(out)
     n = len(before['log.jsonl'].splitlines()) - 1
-    with pytest.raises(UsageError, match=rf"log.jsonl line {n} is {what} \(a JSON object with an integer 'iter'\): "
-                                         rf".*; delete that line, or the file, and rerun$") as e:
+    with pytest.raises(UsageError, match=rf"log.jsonl line {n} is {what} \(a JSON object with an integer 'iter'\); "
+                                         rf"delete that line, or the file, and rerun$") as e:
         run(data_dir, out, '--init_from=resume', '--max_iters=4')
     assert '\n' not in str(e.value) and snapshot(out) == before
 
@@ -292,9 +292,11 @@ def test_a_bad_log_line_is_one_line_naming_it(data_dir, tmp_path, line, what):
 def test_read_jsonl_skips_only_a_last_line_cut_short(tmp_path):
     path = tmp_path / 'log.jsonl'
     path.write_bytes(b'{"iter": 0, "loss": 3.0}\n\n{"iter": 1, "loss": 2.9}\n{"iter": 2, "lo')
-    assert [r['iter'] for r in guards.read_jsonl(str(path))] == [0, 1]
+    assert [(n, r['iter']) for n, r in configurator.read_jsonl(str(path))] == [(1, 0), (3, 1)]
     path.write_bytes(b'{"iter": 0}\n\x00\x00\x00')  # a crash can leave zeros at the end
-    assert guards.read_jsonl(str(path)) == [{'iter': 0}]
+    assert configurator.read_jsonl(str(path)) == [(1, {'iter': 0})]
+    path.write_bytes(b'{"iter": 0}\n{"iter": 1}')  # a whole last line without its newline: kept
+    assert [r['iter'] for _, r in configurator.read_jsonl(str(path))] == [0, 1]
 
 
 @pytest.mark.parametrize('value', ['nan', 'inf'])
@@ -302,15 +304,6 @@ def test_sample_temperature_must_be_finite(value):
     with pytest.raises(UsageError, match='temperature must be a finite number') as e:
         sample.parse_args([f'--temperature={value}'])
     assert '\n' not in str(e.value)
-
-
-def test_non_finite_advice_leaves_out_what_is_already_set():
-    def advice(*flags):
-        return guards.non_finite_advice(parse_config(train.TrainConfig, ['--device=cpu', *flags]))
-    assert advice('--grad_clip=1.0', '--dtype=float32') == 'a lower learning_rate'
-    assert advice('--grad_clip=0', '--dtype=float32') == 'a lower learning_rate or grad_clip=1.0'
-    assert advice('--grad_clip=0.5', '--dtype=float16', '--warmup_iters=0') == \
-        'a lower learning_rate, warmup_iters > 0 or dtype=bfloat16'
 
 
 @pytest.mark.parametrize('value', ['0', '-1', 'nan', 'inf'])
@@ -387,25 +380,56 @@ def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
         assert snapshot(out) == trained  # no iteration-0 checkpoint, nothing moved to prev/
 
 
-def test_a_rerun_stopped_early_does_not_push_the_trained_run_out_of_prev(data_dir, tmp_path, capsys):
-    """...and the rerun's first note says so at its start, as it says a run that moves to prev/."""
+def test_prev_holds_the_run_before_the_last_scratch_start_whole(data_dir, tmp_path):
+    """One generation: a scratch run that saves moves the run it replaces to prev/, its three files
+    together (whatever that run was: finished or stopped); prev/'s older run goes."""
     out = tmp_path / 'out'
-    run(data_dir, out, '--max_iters=8')
+    for seed, iters in ((1, 4), (2, 2), (3, 6)):
+        before = {k: v for k, v in snapshot(out).items() if '/' not in k} if out.exists() else {}
+        run(data_dir, out, f'--max_iters={iters}', f'--seed={seed}')
+        assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == seed
+        assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == before
+
+
+def test_a_kill_as_a_reruns_first_checkpoint_appears_then_a_resume_continues_that_run(data_dir, tmp_path, capsys):
+    """SIGKILL the moment a scratch rerun's first checkpoint is on disk (in out_dir/.new/, or already moved):
+    the resume that follows continues that run, not the one before it, which stays whole in prev/."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=6')  # the trained run: seed 1337, iter 6
     trained = snapshot(out)
-    run(data_dir, out, '--max_iters=2', '--seed=2')  # a rerun, then stopped early (as a signal or crash leaves it)
-    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
-    ckpt['finished'] = False
-    torch.save(ckpt, out / 'ckpt.pt')
-    assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
+    proc = start(data_dir, out, '--max_iters=60', '--eval_interval=20', '--seed=7')
+    while proc.poll() is None and not any((out / d / 'ckpt.pt').exists() and
+                                          (d or guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 20)
+                                          for d in ('.new', '.commit', '')):
+        time.sleep(0.0005)
+    proc.kill()
+    proc.communicate()
     capsys.readouterr()
-    run(data_dir, out, '--max_iters=2', '--seed=3')  # the next rerun replaces the stopped one, not prev/
-    assert (f"until this run saves its first checkpoint, then goes: {out / 'prev'}/ keeps its run, which has "
-            f"more training\n") in capsys.readouterr().out
+    run(data_dir, out, '--max_iters=60', '--eval_interval=20', '--seed=7', '--init_from=resume')
+    assert 'resuming from iter 20 ' in capsys.readouterr().out
     assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
-    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 3
-    run(data_dir, out, '--max_iters=2', '--seed=4')  # a finished rerun does move to prev/: one generation
-    assert f"then moves to {out / 'prev'}/\n" in capsys.readouterr().out
-    assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['config']['seed'] == 3
+    rows = [r for _, r in configurator.read_jsonl(str(out / 'log.jsonl'))]
+    assert [r['iter'] for r in rows if 'loss' in r] == list(range(60))  # the new run's rows only
+    assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 7
+
+
+def test_a_scratch_run_that_cannot_stage_is_one_line(data_dir, tmp_path, monkeypatch):
+    """out_dir holds a run but nothing can be written there (read-only; root ignores the mode, so the
+    failure is simulated), or a file of someone else's sits where the staging folder goes: one line,
+    and out_dir as it was."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2')
+    before = snapshot(out)
+    with monkeypatch.context() as m:
+        m.setattr(guards.os, 'mkdir', lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, 'Permission denied', a[0])))
+        with pytest.raises(UsageError, match=r"^out_dir '.*out' cannot be created or written \(Permission denied: "
+                                             r".*\.new\); pass --out_dir=a/new/folder$"):
+            run(data_dir, out, '--max_iters=4')
+    assert snapshot(out) == before
+    (out / '.new').write_text('not a folder train.py made')
+    with pytest.raises(UsageError, match=r"cannot be created or written \(File exists: .*\.new\)"):
+        run(data_dir, out, '--max_iters=4')
+    assert snapshot(out) == {**before, '.new': b'not a folder train.py made'}
 
 
 def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
@@ -415,9 +439,8 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
     second = subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
                              f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True, timeout=120)
     assert second.returncode == 2 and 'Traceback' not in second.stderr
-    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use by pid {first.pid} \(.*train\.py.*\), which is "
-                        rf"writing a run there; wait for it to finish or stop it, or use another folder\n",
-                        second.stderr), second.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use: another process is writing a run there; wait "
+                        rf"for it to finish or stop it, or use another folder\n", second.stderr), second.stderr
     first.send_signal(signal.SIGINT)
     first.communicate(timeout=60)
     assert first.returncode == 130
@@ -427,7 +450,7 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
                                f"configurator; configurator.lock_folder({str(out)!r}, 'x'); print(1, flush=True); "
                                f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     holder.stdout.readline()
-    with pytest.raises(UsageError, match=rf'in use by pid {holder.pid}'):
+    with pytest.raises(UsageError, match='is in use: another process'):
         run(data_dir, out, '--max_iters=2', '--init_from=resume')  # refused at once, out_dir as it was
     holder.kill()
     holder.wait()
@@ -442,14 +465,14 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 2], [0, 0]), results  # overlapping: one is refused; one after the other: both ran
     for err, code in zip((e for _, e in results), codes):
-        assert code == 0 or re.fullmatch(r"error: .* is in use by pid \d+ .*\n", err), err
+        assert code == 0 or re.fullmatch(r"error: .* is in use: another process is writing a run there; .*\n", err), err
     folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
     seeds = set()
     for folder in folders:  # each folder holds the files of one run, not a mix of two
         ckpt = guards.load_checkpoint(str(folder / 'ckpt.pt'))
         with open(folder / 'config.json') as f:
             assert ckpt['config']['seed'] == json.load(f)['seed']
-        rows = guards.read_jsonl(str(folder / 'log.jsonl'))
+        rows = [r for _, r in configurator.read_jsonl(str(folder / 'log.jsonl'))]
         assert [r['iter'] for r in rows if 'loss' in r] == list(range(0, 300, 100))
         seeds.add(ckpt['config']['seed'])
     assert len(seeds) == len(folders)
@@ -477,9 +500,9 @@ def counting(out_dir):  # count the file operations of the move to prev/, and of
     for name in ('replace', 'link', 'makedirs', 'remove', 'rmdir'):
         setattr(guards.os, name, counted(getattr(os, name)))
     guards.shutil.rmtree = counted(shutil.rmtree)
-    guards.swap = swap
+    guards.swap = train.swap = swap
     return swap(out_dir)
-guards.swap = counting
+guards.swap = train.swap = counting
 sys.argv[1:3] = []
 try:
     run_main(train.main)
@@ -530,25 +553,24 @@ def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_
 # -----------------------------------------------------------------------------
 # readers refuse what they cannot trust; bad values are one line
 
-def test_a_checkpoint_from_a_newer_format_or_with_wrong_types_is_one_line(data_dir, tmp_path):
+def test_a_checkpoint_from_a_newer_format_or_not_ours_is_one_line(data_dir, tmp_path):
+    """One check of what torch.load gives (a dict with model and model_args) and of the format version; a
+    checkpoint from before rotary positions (pos_emb a bool) is one line saying so."""
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=2')
     good = torch.load(out / 'ckpt.pt', weights_only=True)
-    for change, what in [(dict(format_version=2), 'checkpoint format 2'), (dict(model_args=[1, 2]), "'model_args'"),
-                         (dict(iter_num='2'), "'iter_num'"), (dict(model={'lm_head.weight': 'w'}), "'model'"),
-                         (dict(rng=[]), 'random generator states')]:
+    for change, what in [(dict(format_version=2), 'checkpoint format 2'), (dict(model_args=[1, 2]), 'cannot be read'),
+                         (dict(model_args={**good['model_args'], 'pos_emb': True}), 'from before rotary positions')]:
         torch.save({**good, **change}, out / 'ckpt.pt')
         before = snapshot(out)
         with pytest.raises(UsageError, match=what) as e:
             run(data_dir, out, '--max_iters=4', '--init_from=resume')
         assert '\n' not in str(e.value) and snapshot(out) == before  # not resumed, not rewritten as format 1
-        if 'rng' not in change:
-            with pytest.raises(UsageError, match=what):
-                sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
-    bad_args = {**good, 'model_args': {**good['model_args'], 'n_layer': 'two'}}
-    torch.save(bad_args, out / 'ckpt.pt')
-    with pytest.raises(UsageError, match='not valid for this model.py'):
-        guards.model_from_checkpoint(guards.load_checkpoint(str(out / 'ckpt.pt')))
+        with pytest.raises(UsageError, match=what):
+            sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
+    torch.save({**good, 'model_args': {**good['model_args'], 'n_layer': 'two'}}, out / 'ckpt.pt')
+    with pytest.raises(UsageError, match=r"ckpt.pt does not rebuild a model: "):
+        sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
 
 
 @pytest.mark.parametrize('args,expect', [
@@ -668,37 +690,6 @@ def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
     assert n >= 3 and run(data_dir, out, '--init_from=resume', f'--max_iters={n + 1}')['iter_num'] == n + 1
 
 
-@pytest.mark.parametrize('stream', ['stdout', 'both'])
-def test_a_closed_output_pipe_neither_stops_the_run_nor_skips_its_save(data_dir, tmp_path, stream):
-    """`train.py ... | tee log` with tee gone (or `| head`): the next print would raise BrokenPipeError;
-    the run trains to its end and saves, and log.jsonl holds every row."""
-    cmd = [sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
-           f'--out_dir={tmp_path}', '--max_iters=40', '--eval_interval=10']
-    err = subprocess.STDOUT if stream == 'both' else subprocess.DEVNULL  # 2>&1 | tee
-    proc = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=err)
-    proc.stdout.read(1)  # it has started writing; the reader goes away
-    proc.stdout.close()
-    assert proc.wait(timeout=120) == 0
-    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
-    assert ckpt['iter_num'] == 40 and ckpt['finished']
-    rows = [json.loads(line) for line in open(tmp_path / 'log.jsonl')]
-    assert sorted(r['iter'] for r in rows if 'loss' in r) == list(range(40))
-
-
-def test_ctrl_c_with_stderr_closed_still_saves(data_dir, tmp_path):
-    """The stop message goes to stderr; with its reader gone, the run still stops, saves, exits 130."""
-    cmd = [sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
-           f'--out_dir={tmp_path}', '--max_iters=100000', '--eval_interval=1000']
-    proc = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(proc, 'iter 2/')
-    proc.stderr.close()
-    proc.send_signal(signal.SIGINT)
-    proc.stdout.read()
-    assert proc.wait(timeout=120) == 130
-    ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
-    assert ckpt['iter_num'] > 0 and not ckpt['finished']
-
-
 def script_configs():
     """Every script's settings dataclass: (script, class)."""
     import bench
@@ -733,24 +724,11 @@ def test_out_of_range_floats_name_the_key_not_another(args, expect):
         parse_config(train.TrainConfig, args)
 
 
-def test_a_model_that_cannot_fit_is_one_line_before_anything_is_allocated(data_dir, tmp_path):
-    """--vocab_size=4000000000 at width 32: 128 billion parameters, 1.9 TiB before activations (the
-    issue's 10^8 at width 128 needs 191 GiB: both more than a machine has)."""
-    t0 = time.time()
-    with pytest.raises(UsageError, match=r"128,000\.\d+M parameters: .* take 1,907\.\d GiB, more than the .* GiB "
-                                         r"free on cpu; lower vocab_size"):
-        run(data_dir, tmp_path / 'out', '--vocab_size=4000000000')
-    assert time.time() - t0 < 30 and not os.path.exists(tmp_path / 'out')
-
-
 def test_log_rows_are_json_even_when_a_value_is_not_finite(tmp_path):
     """A value that is not a finite number is null in log.jsonl: NaN is not JSON (a strict reader, or
     another language's, refuses the whole file)."""
-    cfg = parse_config(train.TrainConfig, [f'--out_dir={tmp_path}'])
-    files = guards.RunFiles(cfg)
-    files.open(0)
-    files.write_row({'iter': 0, 'loss': 2.0, 'mfu': float('nan'), 'tokens_per_s': float('inf')})
-    files.close()
+    with open(tmp_path / 'log.jsonl', 'w') as log:
+        train.write_row(log, {'iter': 0, 'loss': 2.0, 'mfu': float('nan'), 'tokens_per_s': float('inf')})
     text = open(tmp_path / 'log.jsonl').read()
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in log.jsonl")) == \
         {'iter': 0, 'loss': 2.0, 'mfu': None, 'tokens_per_s': None}
@@ -821,5 +799,4 @@ def test_a_scratch_run_over_an_odd_checkpoint_moves_it_to_prev_with_a_note(data_
     assert run(data_dir, out, '--max_iters=2')['iter_num'] == 2
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == old
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
-    note = capsys.readouterr().out
-    assert f"{out} held a checkpoint{' that cannot be read' if odd == 'unreadable' else ''}: the previous run" in note
+    assert f"note: the previous run (ckpt.pt) is kept in {out}/prev/" in capsys.readouterr().out

@@ -205,18 +205,6 @@ def test_find_shards_and_read_meta(tmp_path):
     assert dataset.read_meta(str(tmp_path)) is None
 
 
-@pytest.mark.parametrize('name', ['train_000000.bin', 'val_g3_000001.bin'])
-def test_prepare_shards_without_meta_are_refused(tmp_path, name):
-    """What an older prepare.py left when it failed between removing meta.json and writing the new one
-    (shards only), or what a killed run left in a new folder: not raw shards, a one-line 'rerun'."""
-    write_shard(str(tmp_path / name), [1, 2])
-    write_shard(str(tmp_path / 'fineweb_train_000000.bin'), [1, 2])
-    for read in (dataset.read_meta, lambda d: dataset.find_shards(d, 'train')):
-        with pytest.raises(configurator.UsageError, match='no meta.json.*rerun prepare.py') as e:
-            read(str(tmp_path))
-        assert '\n' not in str(e.value)
-
-
 def test_only_the_shards_meta_lists_are_read(tmp_path):
     for name in ('train_g1_000000.bin', 'train_g2_000000.bin', 'train_g2_000001.bin', 'val_g2_000000.bin'):
         write_shard(str(tmp_path / name), [1, 2])
@@ -224,10 +212,6 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
                                          'val': ['val_g2_000000.bin']}}
     write(tmp_path / 'meta.json', json.dumps(meta))
     assert [os.path.basename(p) for p in dataset.find_shards(str(tmp_path), 'train')] == meta['shards']['train']
-    del meta['shards']  # a meta.json written by hand: every train_*.bin but the numbered runs' leftovers
-    write_shard(str(tmp_path / 'train_000000.bin'), [1, 2])
-    write(tmp_path / 'meta.json', json.dumps(meta))
-    assert [os.path.basename(p) for p in dataset.find_shards(str(tmp_path), 'train')] == ['train_000000.bin']
     write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'shards': {'train': ['gone.bin'], 'val': []}}))
     with pytest.raises(configurator.UsageError, match='gone.bin is listed in meta.json but missing'):
         dataset.find_shards(str(tmp_path), 'train')
@@ -649,7 +633,7 @@ def test_a_folder_another_prepare_is_writing_is_refused_and_a_killed_holder_does
     holder.stdout.readline()  # another prepare.py, half-way through writing its shards into `out`
     r = run_cli([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'], cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
-    assert f"{out} is in use by pid {holder.pid} (python -c" in r.stderr and 'wait for it to finish' in r.stderr
+    assert f"{out} is in use: another process is writing a dataset there; wait for it to finish" in r.stderr
     assert files(out) == before  # nothing of its own written, nothing of the other's removed
     holder.kill()  # as kill -9: the kernel drops the lock with the process
     holder.wait()
@@ -685,13 +669,13 @@ def test_out_dir_inside_the_input_folder_is_not_read_as_text(tmp_path):
     assert again['tokens'] == first['tokens']
 
 
-def test_a_pipe_is_read_and_unreadable_inputs_are_one_line(tmp_path):
-    text = TEXT * 500  # more than a pipe's buffer
+def test_a_pipe_and_unreadable_inputs_are_one_line(tmp_path):
+    """A pipe or device may never end: named, one line; in a folder, left out (said)."""
     r = subprocess.run([sys.executable, os.path.join(HERE, 'prepare.py'), '--input=/dev/stdin',
-                        f'--out_dir={tmp_path / "piped"}'], input=text, text=True, capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    meta = dataset.read_meta(str(tmp_path / 'piped'))
-    assert sum(meta['bytes'].values()) == len(text.encode())
+                        f'--out_dir={tmp_path / "piped"}'], input=TEXT, text=True, capture_output=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert "--input='/dev/stdin' is not a regular file (a device, pipe or socket" in r.stderr
+    assert not os.path.exists(tmp_path / 'piped')
     folder = tmp_path / 'in'
     folder.mkdir()
     write(folder / 'a.txt', TEXT)
@@ -769,26 +753,21 @@ def test_fineweb_downloads_checks_and_commits_shards(fake_hub, tmp_path, capsys)
 
 
 def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
+    """A connection that dies part-way through a shard: huggingface_hub asks again from the byte it
+    had (a Range request), and the shard is whole and counted."""
     hub, files = fake_hub
     out = tmp_path / 'fw'
     hub.cut['fineweb_train_000001.bin'] = 3 * 4096 + 100  # the connection dies after 3 whole chunks
-    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_train_000001.bin from .*; what is fetched "
-                                           r"is kept: rerun to go on") as e:
-        P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
-    assert '\n' not in str(e.value) and not (out / 'meta.json').exists()
-    partial = out / 'fineweb_train_000001.bin.partial'
-    assert partial.stat().st_size >= 3 * 4096 and files['fineweb_train_000001.bin'].startswith(partial.read_bytes())
-    del hub.cut['fineweb_train_000001.bin']
-    hub.ranges.clear()
     P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
-    assert hub.ranges == [('fineweb_train_000001.bin', f"bytes={partial_size(hub)}-")]
+    asked = [r for name, r in hub.ranges if name == 'fineweb_train_000001.bin']
+    assert asked[0] is None and asked[1] is not None and partial_size(asked[1]) >= 3 * 4096, asked
     assert (out / 'fineweb_train_000001.bin').read_bytes() == files['fineweb_train_000001.bin']
-    assert not partial.exists() and dataset.read_meta(str(out))['tokens']['train'] == 20001
+    assert dataset.read_meta(str(out))['tokens']['train'] == 20001
 
 
-def partial_size(hub):
-    """The offset the resumed request asked from (the bytes kept of the cut download)."""
-    return int(hub.ranges[0][1].split('=')[1].rstrip('-'))
+def partial_size(range_header):
+    """The offset a resumed request asked from (the bytes kept of the cut download)."""
+    return int(range_header.split('=')[1].rstrip('-'))
 
 
 @pytest.mark.parametrize('bad', ['count', 'magic', 'empty', 'ids'])

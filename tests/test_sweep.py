@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import guards
 import sweep
 from configurator import UsageError
 import report
@@ -447,7 +448,7 @@ def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data
     open(marker, 'w').close()
     results = str(tmp_path / 'r.jsonl')
     held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.run_dir)))
-    with sweep.Stopper() as stopper:
+    with guards.Signals('', forward=True) as stopper:
         runs = sweep.Sweep(cfg, results, stopper)
         t = threading.Thread(target=runs.run, args=(p,))
         t.start()
@@ -472,7 +473,7 @@ def test_a_constant_lr_run_another_sweep_holds_is_waited_for_then_branched(tiny_
     assert p.trunk and p.branch_at == 8
     held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.trunk)))
     results = str(tmp_path / 'r.jsonl')
-    with sweep.Stopper() as stopper:
+    with guards.Signals('', forward=True) as stopper:
         runs = sweep.Sweep(cfg, results, stopper)
         t = threading.Thread(target=runs.run, args=(p,))
         t.start()
@@ -493,7 +494,7 @@ def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_pat
     p = sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg,
                        [*TINY, f'--data_dir={tiny_data}', '--eval_interval=4'], seed=1, lr=1e-3, size=None)
     p.cmd.append('--max_tokens=128')  # 2 iterations of 4 x 16
-    with sweep.Stopper() as stopper:
+    with guards.Signals('', forward=True) as stopper:
         runs = sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper)
         assert runs.run(p) is None
     assert runs.failed and not os.path.exists(tmp_path / 'r.jsonl')
@@ -502,7 +503,7 @@ def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_pat
 
 def test_a_failed_run_is_said_by_its_own_error_line_and_the_command_that_reruns_it(tmp_path):
     cmd = [sys.executable, os.path.join(HERE, 'train.py'), '--no_such_key=1']
-    with sweep.Stopper() as stopper:
+    with guards.Signals('', forward=True) as stopper:
         runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'runs')), str(tmp_path / 'r.jsonl'), stopper)
         ok, why = runs.train(cmd, resume=False)
     assert not ok
@@ -516,7 +517,7 @@ def test_advice_a_sweep_cannot_take_is_said_as_a_sweep_can(tmp_path):
     fake.write_text('import sys\nprint("error: d holds other data, but out/ckpt.pt was trained on x; resume on '
                     'that data, or pass --new_data=True to go on", file=sys.stderr)\nsys.exit(2)\n')
     cmd = [sys.executable, str(fake), f'--out_dir={tmp_path / "run"}']
-    with sweep.Stopper() as stopper:
+    with guards.Signals('', forward=True) as stopper:
         runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'runs')), str(tmp_path / 'r.jsonl'), stopper)
         ok, why = runs.train(cmd, resume=True)
     assert not ok and '--new_data' not in why
@@ -543,8 +544,8 @@ def test_one_run_is_one_claim_whatever_the_out_prefix_or_results_file(tmp_path):
     assert a.run_dir != b.run_dir and os.path.basename(a.run_dir) == os.path.basename(b.run_dir)
     held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(a.run_dir)))
     try:
-        with sweep.Stopper() as stopper:
-            stopper.signum = signal.SIGTERM  # stopped: a claim it cannot take is not waited for
+        with guards.Signals('', forward=True) as stopper:
+            stopper.received.append(signal.SIGTERM)  # stopped: a claim it cannot take is not waited for
             runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'b' / 'runs')), str(tmp_path / 'r.jsonl'),
                                stopper)
             assert runs.claim(b.run_dir) is None  # held by the sweep running it into a/
