@@ -8,14 +8,16 @@ README.md and RESULTS.md is drawn from a committed results file through these
 import json
 import math
 import os
+import re
 import sys
+import textwrap
 
 from configurator import UsageError, atomic_write
 from model import MATCH_TOLERANCE
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
-                   choose_lr, compute_multiplier, differing, frontier, grid_edge, groups,
-                   holds_zero, interval, key_id, mean_std, paired_gap, read_log,
-                   read_many, run_id, say_once, seeds_text, setting, spread_text, t_quantile)
+                   choose_lr, compute_multiplier, differing, frontier, groups, holds_zero,
+                   interval, key_id, mean_std, paired_gap, read_log, read_many, run_id, say_once,
+                   seeds_text, setting, spread_text, t_quantile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,8 +40,6 @@ def pyplot():
 
 def suptitle(fig, text):
     """A figure's title, wrapped to lines that fit it; a corpus's hash is for tables, not titles."""
-    import re
-    import textwrap
     text = re.sub(r' \(sha256 [0-9a-f]+\)|, sha256 [0-9a-f]+', '', text)
     fig.suptitle(textwrap.fill(text, 110), fontsize=10)
 
@@ -82,6 +82,27 @@ def vs(r, ref):
     return r.get(f'vs_{ref}', '–') if r else '–'
 
 
+def by_config(config_of):
+    """The labels of {label: config}, in ARCH_ORDER of their configs, then by name."""
+    return sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
+
+
+def gap_of(ref):
+    """The field of a row's paired gap to `ref`: 'gap' (to gpt), 'gap_llama'."""
+    return 'gap' if ref == 'gpt' else f'gap_{ref}'
+
+
+def view_table(lines, first, columns, text, y=None, paired=False):
+    """A view's markdown table, a row per (first cells, its rows under `columns`, None where it has
+    none) of `lines`: the first cells, text(row) or '–' under each column and, with `y` (a gap
+    field), what the gap does from the first column to each later one (change_marks)."""
+    marks = [f"{columns[0]} → {c}" for c in columns[1:]] if y else []
+    body = [[*lead, *(text(r) if r else '–' for r in got)] + (change_marks(got, y, paired) if y else [])
+            for lead, got in lines]
+    head = [*first, *columns, *marks]
+    return markdown_table(body, head, left=range(len(head) - len(marks), len(head)))
+
+
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
 
@@ -95,15 +116,15 @@ def summary_rows(records):
     for cell, rs in cells.items():
         by_lr, twice = {}, []
         for r in rs:
-            if r['seed'] in by_lr.setdefault(r['lr'], {}):
+            if by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r) is not r:
                 twice.append(f"{r['config']} seed {r['seed']} lr {r['lr']:g}")
-            by_lr[r['lr']].setdefault(r['seed'], r)
         if twice:
             say_once(f"{len(twice)} run(s) recorded twice under one setting (the same run from two "
                      f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; "
                      "the first is read")
         lr, chosen_on = choose_lr(by_lr)
-        edge = grid_edge(list(by_lr), lr)
+        edge = (None if len(by_lr) < 2 else 'top' if lr == max(by_lr)  # of the grid
+                else 'bottom' if lr == min(by_lr) else None)
         at = [by_lr[lr][s] for s in sorted(by_lr[lr])]
         first, plain = at[0], setting(at[0])
         mean, std, n = mean_std([r['val_loss'] for r in at])
@@ -132,9 +153,8 @@ def summary_rows(records):
             grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
             if len(means) > 1 else None,
             params=first['params'], params_text=f"{first['params']:,}",
-            tokens=mean_std([r['tokens'] for r in at])[0],
-            flops=mean_std([r['flops'] or 0 for r in at])[0],
-            **{k: mean_std([r.get(k) or 0 for r in at])[0] for k in ('train_s', 'wall_s')}, runs=at,
+            **{k: mean_std([r.get(k) or 0 for r in at])[0]
+               for k in ('tokens', 'flops', 'train_s', 'wall_s')}, runs=at,
             hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
             if all('hellaswag_acc_norm' in r for r in at) else None))
     name_apart(rows)
@@ -144,13 +164,19 @@ def summary_rows(records):
                     if b['config'] == ref and b['context'] == row['context'] and b is not row]
             if len(base) != 1 or not (gap := paired_gap(row, base[0])):
                 continue
-            suffix = '' if ref == 'gpt' else f'_{ref}'
-            row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
-            row[f'gap{suffix}_by_seed'], row[f'gap{suffix}_n'] = gap['by_seed'], gap['n']
-            row[f'vs_{ref}'], row[f'eval_se{suffix}'] = gap['text'], gap['eval_se']
+            y = gap_of(ref)
+            row.update({y: gap['gap'], f'{y}_half': gap['half'], f'{y}_by_seed': gap['by_seed'],
+                        f'{y}_n': gap['n'], f'vs_{ref}': gap['text'],
+                        f'eval_se{y[3:]}': gap['eval_se']})
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
                 row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
+        # 'train s / run s': the seconds in training steps, and the run's own clock from its start
+        # to its last evaluation (the rest went to evaluations and start-up; a branch's includes its
+        # constant-lr run's); records from before the run's clock was kept: training seconds
+        run_s = [x['elapsed_s'] for x in row['runs'] if x.get('elapsed_s')]
+        row['time'] = (f"{row['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
+                       if len(run_s) == len(row['runs']) else f"{row['train_s']:.0f}")
     return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['schedule'], r['size'],
                                        arch_key(r['config']), r['label']))
 
@@ -212,17 +238,6 @@ def table(rows):
     noise = eval_noise_line(rows, '')
     return ((f"({', '.join(same)} in every row)\n\n" if same else '')
             + markdown_table(rows, columns) + (f"\n\n{noise}" if noise else ''))
-
-
-def with_time(rows):
-    """Each row's 'train s / run s' cell: the seconds in training steps, and the run's own clock
-    from its start to its last evaluation (a branch's includes its constant-lr run's): the rest went
-    to evaluations and start-up. Records from before the run's clock was kept: training seconds."""
-    for r in rows:
-        run_s = [x['elapsed_s'] for x in r['runs'] if x.get('elapsed_s')]
-        r['time'] = (f"{r['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
-                     if len(run_s) == len(r['runs']) else f"{r['train_s']:.0f}")
-    return rows
 
 
 def scaling_rows(rows):
@@ -338,20 +353,16 @@ def ends_table(rs):
     """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a
     regime group (paired by seed, ± 95% t interval, n), its best lr at the largest; by loss."""
     tpp = tokens_per_param(rs)
-    lo, hi = min(tpp), max(tpp)
+    ends, refs = (min(tpp), max(tpp)), references(rs)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    names = sorted({r['label'] for r in rs},
-                   key=lambda n: (cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
-    refs, body = references(rs), []
-    for n in names:
-        top = cell.get((n, hi))
-        best = '–' if top is None else f"{top['lr']:g}" + (
-            f" ({top['edge']} of grid)" if top['edge'] else
-            ' (no grid: the only lr run)' if not top['grid'] else '')
-        body.append([n, best] + [vs(cell.get((n, v)), ref) for ref in refs for v in (lo, hi)])
-    return markdown_table(body, ['config', f"best lr at {tpp[hi]:.1f}"]
-                          + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})"
-                             for ref in refs for v in (lo, hi)])
+    top = {r['label']: r for r in rs if r['budget_value'] == ends[1]}
+    names = sorted({r['label'] for r in rs}, key=lambda n: (top[n]['val'] if n in top else math.inf, n))
+    body = [[n, '–' if n not in top else f"{top[n]['lr']:g}" + (
+                f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
+                ' (no grid: the only lr run)' if not top[n]['grid'] else '')]
+            + [vs(cell.get((n, v)), ref) for ref in refs for v in ends] for n in names]
+    return markdown_table(body, ['config', f"best lr at {tpp[ends[1]]:.1f}"]
+                          + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})" for ref in refs for v in ends])
 
 
 def regime_tables(rs):
@@ -360,25 +371,24 @@ def regime_tables(rs):
     tpp = tokens_per_param(rs)
     budgets = sorted(tpp)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
-    names = [r['label'] for r in last]
-    names += sorted({r['label'] for r in rs} - set(names), key=arch_key)
+    config_of = {r['label']: r['config'] for r in rs}
+    names = [r['label'] for r in sorted(rs, key=lambda r: r['val'])
+             if r['budget_value'] == budgets[-1]]
+    names += sorted(set(config_of) - set(names), key=arch_key)
     rank = {(r['label'], v): i for (v,), g in groups(rs, 'budget_value').items()
             for i, r in enumerate(sorted(g, key=lambda r: r['val']), 1)}
-    head = ['config'] + [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
-    body = [[name] + [f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
-                      + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
-                      if (name, v) in cell else '–' for v in budgets] for name in names]
+    head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
+    lines = [([n], [cell.get((n, v)) for v in budgets]) for n in names]
     out = [f"Val loss ({unit(rs)}) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
-           f"tokens per parameter ({rs[0]['kind']})", '', markdown_table(body, head)]
-    config_of = {r['label']: r['config'] for r in rs}
+           f"tokens per parameter ({rs[0]['kind']})", '', view_table(
+               lines, ['config'], head, lambda r: f"#{rank[r['label'], r['budget_value']]} "
+               f"{r['val_pm']}, lr {r['lr']:g}" + (f" ({r['edge']} of grid)" if r['edge'] else ''))]
     for ref in references(rs):
-        body = [[name] + [vs(cell.get((name, v)), ref) for v in budgets]
-                for name in names if config_of[name] != ref]
-        noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
+        noise = eval_noise_line(rs, gap_of(ref)[3:])
         out += ['', f"Gap to {ref} ({unit(rs)}; below 0: better than {ref}), paired by seed, "
                     "± its 95% t interval; (spans 0): the interval cannot tell the sign", '',
-                markdown_table(body, head)] + (['', noise] if noise else [])
+                view_table([(n, got) for n, got in lines if config_of[n[0]] != ref], ['config'],
+                           head, lambda r: vs(r, ref))] + (['', noise] if noise else [])
     return '\n'.join(out).rstrip()
 
 
@@ -440,22 +450,17 @@ def schedule_tables(rs):
     scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
     cell = {(r['label'], r['schedule']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
-    names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2+
-                   key=lambda n: arch_key(config_of[n]) + (n,))
-    if not names:
+    lines = [([n], [cell.get((n, s)) for s in scheds]) for n in by_config(config_of)]
+    lines = [(n, got) for n, got in lines if sum(r is not None for r in got) > 1]  # under 2+
+    if not lines:
         return ''
-    out = [markdown_table([[n] + [f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}"
-                                  if (n, s) in cell else '–' for s in scheds] for n in names],
-                          ['config'] + [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds])]
-    marks = [f"{scheds[0]} → {s}" for s in scheds[1:]]
+    out = [view_table(lines, ['config'], [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds],
+                      lambda r: f"{r['lr']:g}, {r['val_pm']}")]
     for ref in references(rs):
-        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        got = {n: [cell.get((n, s)) for s in scheds] for n in names if config_of[n] != ref}
-        body = [[n, *(vs(g, ref) for g in got[n]), *change_marks(got[n], y, paired=True)]
-                for n in got]
-        if body:
-            out += ['', markdown_table(body, [f"vs {ref} ({unit(rs)})", *scheds, *marks],
-                                       left=range(len(scheds) + 1, 2 * len(scheds)))]
+        mine = [(n, got) for n, got in lines if config_of[n[0]] != ref]
+        if mine:
+            out += ['', view_table(mine, [f"vs {ref} ({unit(rs)})"], scheds, lambda r: vs(r, ref),
+                                   gap_of(ref), paired=True)]
     return '\n'.join(out)
 
 
@@ -586,28 +591,20 @@ def transfer_tables(rs):
     """Markdown, a table per reference: each config's gap at each shape at matching tokens per
     parameter, and what it does from the smallest shape to each larger one (change_marks)."""
     points, sizes = matched_budgets(rs)
-    if not points:
-        return ''
     cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
-    names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
-    head = ['config', 'tokens/param', *sizes] + [f"{sizes[0]} → {s}" for s in sizes[1:]]
-    changes = range(len(sizes) + 2, len(head))  # the columns of change_marks, aligned left
+    lines = [([n, f"{t:.1f}"], [cell.get((n, s, at[s])) if s in at else None for s in sizes])
+             for n in by_config(config_of) for t, at in points]
     out = []
     for ref in references(rs):
-        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        body = []
-        for name in (n for n in names if config_of[n] != ref):
-            for t, at in points:
-                got = [cell.get((name, s, at[s])) if s in at else None for s in sizes]
-                if sum(1 for r in got if r is not None and y in r) >= 2:
-                    body.append([name, f"{t:.1f}", *(vs(r, ref) for r in got),
-                                 *change_marks(got, y)])
-        if body:
+        y = gap_of(ref)
+        mine = [(lead, got) for lead, got in lines
+                if config_of[lead[0]] != ref and sum(1 for r in got if r and y in r) >= 2]
+        if mine:
             out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
                         f"parameter (paired by seed, ± 95% t interval), and what it does from "
                         f"{sizes[0]} to each larger shape", '',
-                        markdown_table(body, head, left=changes)]
+                    view_table(mine, ['config', 'tokens/param'], sizes, lambda r: vs(r, ref), y)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '
@@ -644,7 +641,7 @@ def sweep_report(sweep, results_path, png, only=None):
         there = 'no finished runs in' if os.path.exists(results_path) else 'no results file'
         raise UsageError(f"{there} {results_path}; run a sweep first: python sweep.py --quick (toy "
                          "runs, a minute), or python sweep.py --configs=gpt,llama (README)")
-    rows = with_time(summary_rows(records))
+    rows = summary_rows(records)
     if sweep.quick:
         print("note: --quick checks the machinery: toy runs like its own resolve no gap and tune "
               "no lr (intervals from 2 seeds are wide); compare with a real sweep (README)",
