@@ -327,8 +327,7 @@ def plot_scaling(rows, png, title):
 
 def regime_groups(rows):
     """{setting less architecture and budget: its rows (view_rows)}, of those at 2+ budgets."""
-    return {k: view_rows(rs, 'budget_value') for k, rs in groups(rows, 'regime').items()
-            if len({r['budget_value'] for r in rs}) > 1}
+    return views(groups(rows, 'regime'), 'budget_value')
 
 
 def tokens_per_param(rs):
@@ -403,7 +402,7 @@ def plot_regime(rs, png, title):
     names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
     color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one colour per config in every panel
     for ax, ref in zip(axes[0], refs):
-        y = 'val' if ref is None else 'gap' if ref == 'gpt' else f'gap_{ref}'
+        y = 'val' if ref is None else gap_of(ref)
         lows, highs = [0.0], [0.0]
         for (name,), g in sorted(groups(rs, 'label').items(), key=lambda kv: arch_key(kv[0][0])):
             g = sorted((r for r in g if y in r), key=lambda r: r['budget_value'])
@@ -438,10 +437,8 @@ SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 def schedule_groups(rows):
     """{setting less architecture and schedule (not budget): its rows}, of those at 2+ schedules."""
-    for r in rows:
-        r.setdefault('unscheduled', key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
-    return {k: view_rows(rs, 'schedule') for k, rs in groups(rows, 'unscheduled').items()
-            if len({r['schedule'] for r in rs}) > 1}
+    return views(groups([dict(r, unscheduled=key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
+                         for r in rows], 'unscheduled'), 'schedule')
 
 
 def schedule_tables(rs):
@@ -470,13 +467,9 @@ def schedule_tables(rs):
 def transfer_groups(rows):
     """{setting less architecture, budget, shape and CONTEXT: its rows, each with its `shape`,
     `shape_words` (what else comes with it) and label (view_rows)}, of those at 2+ shapes."""
-    out = {}
-    for k, rs in groups(rows, 'transfer').items():
-        apart = differing([r['shape_context'] for r in rs])
-        rs = [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, apart)) for r in rs]
-        if len({r['shape'] for r in rs}) > 1:
-            out[k] = view_rows(rs, 'shape', 'budget_value')
-    return out
+    return views({k: [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, rs))
+                      for r in rs] for k, rs in groups(rows, 'transfer').items()},
+                 'shape', 'budget_value')
 
 
 def shape_apart(r, rs):
@@ -489,6 +482,11 @@ def shape_apart(r, rs):
             return f"{r['size']} ({name(r)})"
     c = {**{f: DEFAULTS.get(f) for f in CONTEXT}, **r['shape_context']}
     return r['size'] + (f" ({', '.join(f'{f}={c[f]}' for f in fields)})" if fields else '')
+
+
+def views(by, *axis):
+    """{k: view_rows(rs, *axis)} of the groups `by` whose rows span 2+ values of axis[0]."""
+    return {k: view_rows(rs, *axis) for k, rs in by.items() if len({r[axis[0]] for r in rs}) > 1}
 
 
 def view_rows(rs, *axis):
@@ -515,8 +513,9 @@ def folder_name(r):
     return os.path.basename(os.path.normpath(r['data_dir']))
 
 
-def context_words(r, fields):
-    """What a row's shape comes with, in words, for the CONTEXT `fields` in which shapes differ."""
+def context_words(r, rs):
+    """What a row's shape comes with, in words, for the CONTEXT fields in which shapes differ."""
+    fields = differing([x['shape_context'] for x in rs])
     c = {**{f: DEFAULTS[f] for f in CONTEXT if f in DEFAULTS}, **r['shape_context']}
     words = [folder_name(r) if 'data' in fields else None,
              f"batch {c['batch_size']} x {c['block_size']}"
@@ -550,8 +549,9 @@ def contrast(a, b, y, ka, kb, paired):
 def change_marks(cells, y, paired=False):
     """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (signs
     differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and the
-    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' (their signs);
-    'halves' ('doubles'), 2 * later - first's (later - 2 * first); 'holds', all of those."""
+    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
+    its tests exclude 0: 'flips', both gaps' (their signs); 'halves' ('doubles'), 2 * later -
+    first's (later - 2 * first); 'holds', all of those."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -649,7 +649,7 @@ def sweep_report(sweep, results_path, png, only=None):
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
     say = (lambda *a: None) if sweep.json else print
-    plotted, skipped, names, headings = [], [], set(), Headings(rows)
+    plotted, names, headings = [], [], Headings(rows)
     # a report on a committed results file (results/) writes nothing into the repository unless
     # --png says where (results/NAME.png to redraw the committed plots); any other: plots beside it
     results = os.path.join(HERE, 'results', '')
@@ -663,10 +663,8 @@ def sweep_report(sweep, results_path, png, only=None):
         stem, n = name[:-len('.png')], 2
         while name in names:
             name, n = f"{stem}-{n}.png", n + 1
-        names.add(name)
-        if committed:
-            skipped.append(name)
-        elif draw(rs, name, title):
+        names.append(name)
+        if not committed and draw(rs, name, title):
             plotted.append(name)
 
     regimes = regime_groups(rows)
@@ -689,15 +687,13 @@ def sweep_report(sweep, results_path, png, only=None):
                     f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
     for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?
         where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
-        if schedule_tables(rs):
+        if text := schedule_tables(rs):
             say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: "
-                f"{where}\n\n{schedule_tables(rs)}")
+                f"{where}\n\n{text}")
     for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
-        shapes = sorted({r['shape'] for r in rs},
-                        key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
-        if transfer_tables(rs):
-            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, "
-                f"{rs[0]['schedule']} schedule\n\n{transfer_tables(rs)}")
+        if text := transfer_tables(rs):  # (the shapes smallest first)
+            say(f"\n### transfer across shapes {', '.join(matched_budgets(rs)[1])}: "
+                f"{rs[0]['optimizer']}, {rs[0]['schedule']} schedule\n\n{text}")
     for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
         points = {(r['size'], r['budget_value']) for r in rs}
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
@@ -709,9 +705,9 @@ def sweep_report(sweep, results_path, png, only=None):
                                      f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
                  f"{headings.words(rs[0], size=False, budget=False)}: final val loss against "
                  "training FLOPs")
-    if skipped:
+    if committed and names:
         what = 'are committed results files' if ',' in results_path else 'is a committed file'
-        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
+        print(f"note: {len(names)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
               "and a report writes nothing into the repository unless told where: --png=somewhere/"
               f"name.png (or --png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw "
               "the committed plots)", file=sys.stderr)
@@ -725,8 +721,7 @@ class Headings:
     in which it differs from another table of the same words; `suffix`: that in a plot's name."""
 
     def __init__(self, rows):
-        self.rows = {r['context']: r for r in rows}
-        self.settings = {c: setting(r['runs'][0], ARCH) for c, r in self.rows.items()}
+        self.rows = {r['context']: r for r in rows}  # (its key: the setting less ARCH)
 
     @staticmethod
     def words(r, size=True, budget=True):
@@ -738,10 +733,10 @@ class Headings:
     def extra(self, r, size=True, budget=True):
         """{setting: value} of r's in which it differs from another setting of the same words."""
         drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
-        alike = [{k: v for k, v in self.settings[c].items() if k not in drop}
+        alike = [{k: v for k, v in json.loads(c).items() if k not in drop}
                  for c, x in self.rows.items()
                  if self.words(x, size, budget) == self.words(r, size, budget)]
-        mine = self.settings[r['context']]
+        mine = json.loads(r['context'])
         return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
 
     def of(self, r, size=True, budget=True):

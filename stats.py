@@ -94,16 +94,16 @@ def json_object(line):
     return r if isinstance(r, dict) else None
 
 
-def read_many(paths, kind='sweep'):
-    """The records of results files (a comma-separated string or a list); a run in two counts once
-    (the first; a line says where they differ); a missing one of several is a UsageError."""
-    paths = paths.split(',') if isinstance(paths, str) else list(paths)
+def read_many(paths):
+    """The records of results files (comma-separated); a run in two counts once (the first; a line
+    says where they differ); a missing one of several is a UsageError."""
+    paths = paths.split(',')
     missing = [p for p in paths if not os.path.exists(p)]
     if len(paths) > 1 and missing:
         raise UsageError(f"--results: {missing[0]!r} not found (of {', '.join(paths)})")
     records, seen = [], {}
     for path in paths:
-        for r in read_results(path, kind):
+        for r in read_results(path):
             k = run_id(r['key'])
             if k not in seen:
                 seen[k] = (path, r)
@@ -427,12 +427,6 @@ def best_lr(records):
     for r in records:
         by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r)
     return choose_lr(by_lr)[0]
-
-
-def grid_edge(lrs, best):
-    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more."""
-    return (None if len(lrs) < 2 else 'top' if best == max(lrs)
-            else 'bottom' if best == min(lrs) else None)
 
 
 def seeds_text(seeds):
