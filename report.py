@@ -93,12 +93,11 @@ def gap_of(ref):
 
 
 def view_table(lines, first, columns, text, y=None, paired=False):
-    """A view's markdown table, a row per (first cells, its rows under `columns`, None where it has
-    none) of `lines`: the first cells, text(row) or '–' under each column and, with `y` (a gap
-    field), what the gap does from the first column to each later one (change_marks)."""
+    """A view's markdown table, a row per (first cells, a row or None under each of `columns`) of
+    `lines`; with `y` (a gap), what it does from the first column to each later (change_marks)."""
     marks = [f"{columns[0]} → {c}" for c in columns[1:]] if y else []
-    body = [[*lead, *(text(r) if r else '–' for r in got)] + (change_marks(got, y, paired) if y else [])
-            for lead, got in lines]
+    body = [[*lead, *(text(r) if r else '–' for r in got),
+             *(change_marks(got, y, paired) if y else ())] for lead, got in lines]
     head = [*first, *columns, *marks]
     return markdown_table(body, head, left=range(len(head) - len(marks), len(head)))
 
@@ -171,9 +170,8 @@ def summary_rows(records):
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
                 row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
-        # 'train s / run s': the seconds in training steps, and the run's own clock from its start
-        # to its last evaluation (the rest went to evaluations and start-up; a branch's includes its
-        # constant-lr run's); records from before the run's clock was kept: training seconds
+        # 'train s / run s': training steps' seconds, and the run's clock from start to its last
+        # evaluation (a branch's: with its constant-lr run's); older records kept only the first
         run_s = [x['elapsed_s'] for x in row['runs'] if x.get('elapsed_s')]
         row['time'] = (f"{row['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
                        if len(run_s) == len(row['runs']) else f"{row['train_s']:.0f}")
@@ -184,7 +182,7 @@ def summary_rows(records):
 def name_apart(rows):
     """Rows a table would show alike (config, size, budget, optimizer, schedule) but whose settings
     differ (a recipe value, device, val set...) are labelled by what differs: 'gpt (device=cpu)'."""
-    for _, rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').items():
+    for rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').values():
         if len(rs) > 1:
             settings = [json.loads(r['setting']) for r in rs]
             fields = differing(settings)
@@ -355,13 +353,14 @@ def ends_table(rs):
     ends, refs = (min(tpp), max(tpp)), references(rs)
     cell = {(r['label'], r['budget_value']): r for r in rs}
     top = {r['label']: r for r in rs if r['budget_value'] == ends[1]}
-    names = sorted({r['label'] for r in rs}, key=lambda n: (top[n]['val'] if n in top else math.inf, n))
+    names = sorted({r['label'] for r in rs}, key=lambda n: (top[n]['val'] if n in top else math.inf,
+                                                           n))
     body = [[n, '–' if n not in top else f"{top[n]['lr']:g}" + (
                 f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
                 ' (no grid: the only lr run)' if not top[n]['grid'] else '')]
             + [vs(cell.get((n, v)), ref) for ref in refs for v in ends] for n in names]
-    return markdown_table(body, ['config', f"best lr at {tpp[ends[1]]:.1f}"]
-                          + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})" for ref in refs for v in ends])
+    return markdown_table(body, ['config', f"best lr at {tpp[ends[1]]:.1f}", *(
+        f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})" for ref in refs for v in ends)])
 
 
 def regime_tables(rs):
@@ -399,20 +398,20 @@ def plot_regime(rs, png, title):
         return False
     refs, tpp = references(rs) or [None], tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
-    names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
-    color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one colour per config in every panel
+    names = sorted({r['label'] for r in rs}, key=arch_key)  # one colour per config in every panel
     for ax, ref in zip(axes[0], refs):
         y = 'val' if ref is None else gap_of(ref)
         lows, highs = [0.0], [0.0]
-        for (name,), g in sorted(groups(rs, 'label').items(), key=lambda kv: arch_key(kv[0][0])):
-            g = sorted((r for r in g if y in r), key=lambda r: r['budget_value'])
+        for i, name in enumerate(names):
+            g = sorted((r for r in rs if r['label'] == name and y in r),
+                       key=lambda r: r['budget_value'])
             if not g:
                 continue
             xs = [tpp[r['budget_value']] for r in g]
-            line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=color[name])
+            ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
+            ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
             lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
@@ -465,8 +464,8 @@ def schedule_tables(rs):
 # the transfer view: one gap at several shapes
 
 def transfer_groups(rows):
-    """{setting less architecture, budget, shape and CONTEXT: its rows, each with its `shape`,
-    `shape_words` (what else comes with it) and label (view_rows)}, of those at 2+ shapes."""
+    """{setting less architecture, budget, shape and CONTEXT: its rows (view_rows), with their
+    `shape` and `shape_words` (what else comes with it)}, of those at 2+ shapes."""
     return views({k: [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, rs))
                       for r in rs] for k, rs in groups(rows, 'transfer').items()},
                  'shape', 'budget_value')

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from configurator import UsageError, write_error
+from configurator import UsageError, regular_file, write_error
 from dataset import describe_data, read_meta
 from guards import config_from_dict, read_jsonl
 from model import GPTConfig, count_flops, count_params
@@ -119,11 +119,8 @@ def read_results(path, kind='sweep'):
     """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once and
     skipped: a last line cut short (the next append sets it aside), a record with a broken field, a
     run's second record. Any other line that is not a record is a UsageError naming it."""
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
-    if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
-        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results "
-                         "names a results file (JSON lines)")
+    if os.path.exists(path):
+        regular_file(path, '--results')  # a folder, or /dev/zero and a pipe, which may never end
     try:
         with open(path, 'rb') as f:
             lines = f.read().splitlines(keepends=True)
@@ -185,10 +182,10 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run, appended under an exclusive flock in one write, fsynced: whole when
-    two sweeps append to one file, kept when a sweep is interrupted (`kept`: where the run's output
-    stays if it cannot be). A last line with no newline is cut short (a writer killed mid-line:
-    moved to PATH.partial, and said) or whole, its newline dropped by a tool: it gets one."""
+    """One line per run in one flock-ed, fsynced write: whole when two sweeps append to one file,
+    kept when a sweep is interrupted (`kept`: where the run's output stays if it cannot be). A last
+    line with no newline is cut short (a writer killed mid-line: moved to PATH.partial, said) or
+    whole, its newline dropped by a tool (it parses: it gets one)."""
     aside, note = f"{path}.partial", None
     with lock:
         try:
