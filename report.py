@@ -8,14 +8,16 @@ README.md and RESULTS.md is drawn from a committed results file through these
 import json
 import math
 import os
+import re
 import sys
+import textwrap
 
 from configurator import UsageError, atomic_write
 from model import MATCH_TOLERANCE
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
-                   choose_lr, compute_multiplier, differing, frontier, grid_edge, groups,
-                   holds_zero, interval, key_id, mean_std, paired_gap, read_log,
-                   read_many, run_id, say_once, seeds_text, setting, spread_text, t_quantile)
+                   choose_lr, compute_multiplier, differing, frontier, groups, holds_zero,
+                   interval, key_id, mean_std, paired_gap, read_log, read_many, run_id, say_once,
+                   seeds_text, setting, spread_text, t_quantile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,8 +40,6 @@ def pyplot():
 
 def suptitle(fig, text):
     """A figure's title, wrapped to lines that fit it; a corpus's hash is for tables, not titles."""
-    import re
-    import textwrap
     text = re.sub(r' \(sha256 [0-9a-f]+\)|, sha256 [0-9a-f]+', '', text)
     fig.suptitle(textwrap.fill(text, 110), fontsize=10)
 
@@ -82,6 +82,26 @@ def vs(r, ref):
     return r.get(f'vs_{ref}', '–') if r else '–'
 
 
+def by_config(config_of):
+    """The labels of {label: config}, in ARCH_ORDER of their configs, then by name."""
+    return sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
+
+
+def gap_of(ref):
+    """The field of a row's paired gap to `ref`: 'gap' (to gpt), 'gap_llama'."""
+    return 'gap' if ref == 'gpt' else f'gap_{ref}'
+
+
+def view_table(lines, first, columns, text, y=None, paired=False):
+    """A view's markdown table, a row per (first cells, a row or None under each of `columns`) of
+    `lines`; with `y` (a gap), what it does from the first column to each later (change_marks)."""
+    marks = [f"{columns[0]} → {c}" for c in columns[1:]] if y else []
+    body = [[*lead, *(text(r) if r else '–' for r in got),
+             *(change_marks(got, y, paired) if y else ())] for lead, got in lines]
+    head = [*first, *columns, *marks]
+    return markdown_table(body, head, left=range(len(head) - len(marks), len(head)))
+
+
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
 
@@ -95,15 +115,15 @@ def summary_rows(records):
     for cell, rs in cells.items():
         by_lr, twice = {}, []
         for r in rs:
-            if r['seed'] in by_lr.setdefault(r['lr'], {}):
+            if by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r) is not r:
                 twice.append(f"{r['config']} seed {r['seed']} lr {r['lr']:g}")
-            by_lr[r['lr']].setdefault(r['seed'], r)
         if twice:
             say_once(f"{len(twice)} run(s) recorded twice under one setting (the same run from two "
                      f"folders?): {', '.join(twice[:3])}{' ...' if len(twice) > 3 else ''}; "
                      "the first is read")
         lr, chosen_on = choose_lr(by_lr)
-        edge = grid_edge(list(by_lr), lr)
+        edge = (None if len(by_lr) < 2 else 'top' if lr == max(by_lr)  # of the grid
+                else 'bottom' if lr == min(by_lr) else None)
         at = [by_lr[lr][s] for s in sorted(by_lr[lr])]
         first, plain = at[0], setting(at[0])
         mean, std, n = mean_std([r['val_loss'] for r in at])
@@ -132,9 +152,8 @@ def summary_rows(records):
             grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
             if len(means) > 1 else None,
             params=first['params'], params_text=f"{first['params']:,}",
-            tokens=mean_std([r['tokens'] for r in at])[0],
-            flops=mean_std([r['flops'] or 0 for r in at])[0],
-            **{k: mean_std([r.get(k) or 0 for r in at])[0] for k in ('train_s', 'wall_s')}, runs=at,
+            **{k: mean_std([r.get(k) or 0 for r in at])[0]
+               for k in ('tokens', 'flops', 'train_s', 'wall_s')}, runs=at,
             hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
             if all('hellaswag_acc_norm' in r for r in at) else None))
     name_apart(rows)
@@ -144,13 +163,18 @@ def summary_rows(records):
                     if b['config'] == ref and b['context'] == row['context'] and b is not row]
             if len(base) != 1 or not (gap := paired_gap(row, base[0])):
                 continue
-            suffix = '' if ref == 'gpt' else f'_{ref}'
-            row[f'gap{suffix}'], row[f'gap{suffix}_half'] = gap['gap'], gap['half']
-            row[f'gap{suffix}_by_seed'], row[f'gap{suffix}_n'] = gap['by_seed'], gap['n']
-            row[f'vs_{ref}'], row[f'eval_se{suffix}'] = gap['text'], gap['eval_se']
+            y = gap_of(ref)
+            row.update({y: gap['gap'], f'{y}_half': gap['half'], f'{y}_by_seed': gap['by_seed'],
+                        f'{y}_n': gap['n'], f'vs_{ref}': gap['text'],
+                        f'eval_se{y[3:]}': gap['eval_se']})
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
                 row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
+        # 'train s / run s': training steps' seconds, and the run's clock from start to its last
+        # evaluation (a branch's: with its constant-lr run's); older records kept only the first
+        run_s = [x['elapsed_s'] for x in row['runs'] if x.get('elapsed_s')]
+        row['time'] = (f"{row['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
+                       if len(run_s) == len(row['runs']) else f"{row['train_s']:.0f}")
     return sorted(rows, key=lambda r: (r['budget'], r['optimizer'], r['schedule'], r['size'],
                                        arch_key(r['config']), r['label']))
 
@@ -158,7 +182,7 @@ def summary_rows(records):
 def name_apart(rows):
     """Rows a table would show alike (config, size, budget, optimizer, schedule) but whose settings
     differ (a recipe value, device, val set...) are labelled by what differs: 'gpt (device=cpu)'."""
-    for _, rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').items():
+    for rs in groups(rows, 'config', 'size', 'budget', 'optimizer', 'schedule').values():
         if len(rs) > 1:
             settings = [json.loads(r['setting']) for r in rs]
             fields = differing(settings)
@@ -212,17 +236,6 @@ def table(rows):
     noise = eval_noise_line(rows, '')
     return ((f"({', '.join(same)} in every row)\n\n" if same else '')
             + markdown_table(rows, columns) + (f"\n\n{noise}" if noise else ''))
-
-
-def with_time(rows):
-    """Each row's 'train s / run s' cell: the seconds in training steps, and the run's own clock
-    from its start to its last evaluation (a branch's includes its constant-lr run's): the rest went
-    to evaluations and start-up. Records from before the run's clock was kept: training seconds."""
-    for r in rows:
-        run_s = [x['elapsed_s'] for x in r['runs'] if x.get('elapsed_s')]
-        r['time'] = (f"{r['train_s']:.0f} / {sum(run_s) / len(run_s):.0f}"
-                     if len(run_s) == len(r['runs']) else f"{r['train_s']:.0f}")
-    return rows
 
 
 def scaling_rows(rows):
@@ -312,8 +325,7 @@ def plot_scaling(rows, png, title):
 
 def regime_groups(rows):
     """{setting less architecture and budget: its rows (view_rows)}, of those at 2+ budgets."""
-    return {k: view_rows(rs, 'budget_value') for k, rs in groups(rows, 'regime').items()
-            if len({r['budget_value'] for r in rs}) > 1}
+    return views(groups(rows, 'regime'), 'budget_value')
 
 
 def tokens_per_param(rs):
@@ -338,20 +350,17 @@ def ends_table(rs):
     """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a
     regime group (paired by seed, ± 95% t interval, n), its best lr at the largest; by loss."""
     tpp = tokens_per_param(rs)
-    lo, hi = min(tpp), max(tpp)
+    ends, refs = (min(tpp), max(tpp)), references(rs)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    names = sorted({r['label'] for r in rs},
-                   key=lambda n: (cell[n, hi]['val'] if (n, hi) in cell else math.inf, n))
-    refs, body = references(rs), []
-    for n in names:
-        top = cell.get((n, hi))
-        best = '–' if top is None else f"{top['lr']:g}" + (
-            f" ({top['edge']} of grid)" if top['edge'] else
-            ' (no grid: the only lr run)' if not top['grid'] else '')
-        body.append([n, best] + [vs(cell.get((n, v)), ref) for ref in refs for v in (lo, hi)])
-    return markdown_table(body, ['config', f"best lr at {tpp[hi]:.1f}"]
-                          + [f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})"
-                             for ref in refs for v in (lo, hi)])
+    top = {r['label']: r for r in rs if r['budget_value'] == ends[1]}
+    names = sorted({r['label'] for r in rs}, key=lambda n: (top[n]['val'] if n in top else math.inf,
+                                                           n))
+    body = [[n, '–' if n not in top else f"{top[n]['lr']:g}" + (
+                f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
+                ' (no grid: the only lr run)' if not top[n]['grid'] else '')]
+            + [vs(cell.get((n, v)), ref) for ref in refs for v in ends] for n in names]
+    return markdown_table(body, ['config', f"best lr at {tpp[ends[1]]:.1f}", *(
+        f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})" for ref in refs for v in ends)])
 
 
 def regime_tables(rs):
@@ -360,25 +369,24 @@ def regime_tables(rs):
     tpp = tokens_per_param(rs)
     budgets = sorted(tpp)
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    last = sorted((r for r in rs if r['budget_value'] == budgets[-1]), key=lambda r: r['val'])
-    names = [r['label'] for r in last]
-    names += sorted({r['label'] for r in rs} - set(names), key=arch_key)
+    config_of = {r['label']: r['config'] for r in rs}
+    names = [r['label'] for r in sorted(rs, key=lambda r: r['val'])
+             if r['budget_value'] == budgets[-1]]
+    names += sorted(set(config_of) - set(names), key=arch_key)
     rank = {(r['label'], v): i for (v,), g in groups(rs, 'budget_value').items()
             for i, r in enumerate(sorted(g, key=lambda r: r['val']), 1)}
-    head = ['config'] + [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
-    body = [[name] + [f"#{rank[name, v]} {cell[name, v]['val_pm']}, lr {cell[name, v]['lr']:g}"
-                      + (f" ({cell[name, v]['edge']} of grid)" if cell[name, v]['edge'] else '')
-                      if (name, v) in cell else '–' for v in budgets] for name in names]
+    head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
+    lines = [([n], [cell.get((n, v)) for v in budgets]) for n in names]
     out = [f"Val loss ({unit(rs)}) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
-           f"tokens per parameter ({rs[0]['kind']})", '', markdown_table(body, head)]
-    config_of = {r['label']: r['config'] for r in rs}
+           f"tokens per parameter ({rs[0]['kind']})", '', view_table(
+               lines, ['config'], head, lambda r: f"#{rank[r['label'], r['budget_value']]} "
+               f"{r['val_pm']}, lr {r['lr']:g}" + (f" ({r['edge']} of grid)" if r['edge'] else ''))]
     for ref in references(rs):
-        body = [[name] + [vs(cell.get((name, v)), ref) for v in budgets]
-                for name in names if config_of[name] != ref]
-        noise = eval_noise_line(rs, '' if ref == 'gpt' else f'_{ref}')
+        noise = eval_noise_line(rs, gap_of(ref)[3:])
         out += ['', f"Gap to {ref} ({unit(rs)}; below 0: better than {ref}), paired by seed, "
                     "± its 95% t interval; (spans 0): the interval cannot tell the sign", '',
-                markdown_table(body, head)] + (['', noise] if noise else [])
+                view_table([(n, got) for n, got in lines if config_of[n[0]] != ref], ['config'],
+                           head, lambda r: vs(r, ref))] + (['', noise] if noise else [])
     return '\n'.join(out).rstrip()
 
 
@@ -390,20 +398,20 @@ def plot_regime(rs, png, title):
         return False
     refs, tpp = references(rs) or [None], tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
-    names = sorted({r['label'] for r in rs}, key=lambda n: arch_key(n) + (n,))
-    color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one colour per config in every panel
+    names = sorted({r['label'] for r in rs}, key=arch_key)  # one colour per config in every panel
     for ax, ref in zip(axes[0], refs):
-        y = 'val' if ref is None else 'gap' if ref == 'gpt' else f'gap_{ref}'
+        y = 'val' if ref is None else gap_of(ref)
         lows, highs = [0.0], [0.0]
-        for (name,), g in sorted(groups(rs, 'label').items(), key=lambda kv: arch_key(kv[0][0])):
-            g = sorted((r for r in g if y in r), key=lambda r: r['budget_value'])
+        for i, name in enumerate(names):
+            g = sorted((r for r in rs if r['label'] == name and y in r),
+                       key=lambda r: r['budget_value'])
             if not g:
                 continue
             xs = [tpp[r['budget_value']] for r in g]
-            line, = ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=color[name])
+            ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
+            ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
             lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
@@ -428,10 +436,8 @@ SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 def schedule_groups(rows):
     """{setting less architecture and schedule (not budget): its rows}, of those at 2+ schedules."""
-    for r in rows:
-        r.setdefault('unscheduled', key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
-    return {k: view_rows(rs, 'schedule') for k, rs in groups(rows, 'unscheduled').items()
-            if len({r['schedule'] for r in rs}) > 1}
+    return views(groups([dict(r, unscheduled=key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
+                         for r in rows], 'unscheduled'), 'schedule')
 
 
 def schedule_tables(rs):
@@ -440,22 +446,17 @@ def schedule_tables(rs):
     scheds = sorted({r['schedule'] for r in rs}, key=lambda s: (s != 'wsd', s))
     cell = {(r['label'], r['schedule']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
-    names = sorted((n for n in config_of if sum((n, s) in cell for s in scheds) > 1),  # under 2+
-                   key=lambda n: arch_key(config_of[n]) + (n,))
-    if not names:
+    lines = [([n], [cell.get((n, s)) for s in scheds]) for n in by_config(config_of)]
+    lines = [(n, got) for n, got in lines if sum(r is not None for r in got) > 1]  # under 2+
+    if not lines:
         return ''
-    out = [markdown_table([[n] + [f"{cell[n, s]['lr']:g}, {cell[n, s]['val_pm']}"
-                                  if (n, s) in cell else '–' for s in scheds] for n in names],
-                          ['config'] + [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds])]
-    marks = [f"{scheds[0]} → {s}" for s in scheds[1:]]
+    out = [view_table(lines, ['config'], [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds],
+                      lambda r: f"{r['lr']:g}, {r['val_pm']}")]
     for ref in references(rs):
-        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        got = {n: [cell.get((n, s)) for s in scheds] for n in names if config_of[n] != ref}
-        body = [[n, *(vs(g, ref) for g in got[n]), *change_marks(got[n], y, paired=True)]
-                for n in got]
-        if body:
-            out += ['', markdown_table(body, [f"vs {ref} ({unit(rs)})", *scheds, *marks],
-                                       left=range(len(scheds) + 1, 2 * len(scheds)))]
+        mine = [(n, got) for n, got in lines if config_of[n[0]] != ref]
+        if mine:
+            out += ['', view_table(mine, [f"vs {ref} ({unit(rs)})"], scheds, lambda r: vs(r, ref),
+                                   gap_of(ref), paired=True)]
     return '\n'.join(out)
 
 
@@ -463,15 +464,11 @@ def schedule_tables(rs):
 # the transfer view: one gap at several shapes
 
 def transfer_groups(rows):
-    """{setting less architecture, budget, shape and CONTEXT: its rows, each with its `shape`,
-    `shape_words` (what else comes with it) and label (view_rows)}, of those at 2+ shapes."""
-    out = {}
-    for k, rs in groups(rows, 'transfer').items():
-        apart = differing([r['shape_context'] for r in rs])
-        rs = [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, apart)) for r in rs]
-        if len({r['shape'] for r in rs}) > 1:
-            out[k] = view_rows(rs, 'shape', 'budget_value')
-    return out
+    """{setting less architecture, budget, shape and CONTEXT: its rows (view_rows), with their
+    `shape` and `shape_words` (what else comes with it)}, of those at 2+ shapes."""
+    return views({k: [dict(r, shape=shape_apart(r, rs), shape_words=context_words(r, rs))
+                      for r in rs] for k, rs in groups(rows, 'transfer').items()},
+                 'shape', 'budget_value')
 
 
 def shape_apart(r, rs):
@@ -484,6 +481,11 @@ def shape_apart(r, rs):
             return f"{r['size']} ({name(r)})"
     c = {**{f: DEFAULTS.get(f) for f in CONTEXT}, **r['shape_context']}
     return r['size'] + (f" ({', '.join(f'{f}={c[f]}' for f in fields)})" if fields else '')
+
+
+def views(by, *axis):
+    """{k: view_rows(rs, *axis)} of the groups `by` whose rows span 2+ values of axis[0]."""
+    return {k: view_rows(rs, *axis) for k, rs in by.items() if len({r[axis[0]] for r in rs}) > 1}
 
 
 def view_rows(rs, *axis):
@@ -510,8 +512,9 @@ def folder_name(r):
     return os.path.basename(os.path.normpath(r['data_dir']))
 
 
-def context_words(r, fields):
-    """What a row's shape comes with, in words, for the CONTEXT `fields` in which shapes differ."""
+def context_words(r, rs):
+    """What a row's shape comes with, in words, for the CONTEXT fields in which shapes differ."""
+    fields = differing([x['shape_context'] for x in rs])
     c = {**{f: DEFAULTS[f] for f in CONTEXT if f in DEFAULTS}, **r['shape_context']}
     words = [folder_name(r) if 'data' in fields else None,
              f"batch {c['batch_size']} x {c['block_size']}"
@@ -545,8 +548,9 @@ def contrast(a, b, y, ka, kb, paired):
 def change_marks(cells, y, paired=False):
     """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (signs
     differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and the
-    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless its tests exclude 0: 'flips', both gaps' (their signs);
-    'halves' ('doubles'), 2 * later - first's (later - 2 * first); 'holds', all of those."""
+    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
+    its tests exclude 0: 'flips', both gaps' (their signs); 'halves' ('doubles'), 2 * later -
+    first's (later - 2 * first); 'holds', all of those."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -586,28 +590,20 @@ def transfer_tables(rs):
     """Markdown, a table per reference: each config's gap at each shape at matching tokens per
     parameter, and what it does from the smallest shape to each larger one (change_marks)."""
     points, sizes = matched_budgets(rs)
-    if not points:
-        return ''
     cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
-    names = sorted(config_of, key=lambda n: arch_key(config_of[n]) + (n,))
-    head = ['config', 'tokens/param', *sizes] + [f"{sizes[0]} → {s}" for s in sizes[1:]]
-    changes = range(len(sizes) + 2, len(head))  # the columns of change_marks, aligned left
+    lines = [([n, f"{t:.1f}"], [cell.get((n, s, at[s])) if s in at else None for s in sizes])
+             for n in by_config(config_of) for t, at in points]
     out = []
     for ref in references(rs):
-        y = 'gap' if ref == 'gpt' else f'gap_{ref}'
-        body = []
-        for name in (n for n in names if config_of[n] != ref):
-            for t, at in points:
-                got = [cell.get((name, s, at[s])) if s in at else None for s in sizes]
-                if sum(1 for r in got if r is not None and y in r) >= 2:
-                    body.append([name, f"{t:.1f}", *(vs(r, ref) for r in got),
-                                 *change_marks(got, y)])
-        if body:
+        y = gap_of(ref)
+        mine = [(lead, got) for lead, got in lines
+                if config_of[lead[0]] != ref and sum(1 for r in got if r and y in r) >= 2]
+        if mine:
             out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
                         f"parameter (paired by seed, ± 95% t interval), and what it does from "
                         f"{sizes[0]} to each larger shape", '',
-                        markdown_table(body, head, left=changes)]
+                    view_table(mine, ['config', 'tokens/param'], sizes, lambda r: vs(r, ref), y)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '
@@ -644,7 +640,7 @@ def sweep_report(sweep, results_path, png, only=None):
         there = 'no finished runs in' if os.path.exists(results_path) else 'no results file'
         raise UsageError(f"{there} {results_path}; run a sweep first: python sweep.py --quick (toy "
                          "runs, a minute), or python sweep.py --configs=gpt,llama (README)")
-    rows = with_time(summary_rows(records))
+    rows = summary_rows(records)
     if sweep.quick:
         print("note: --quick checks the machinery: toy runs like its own resolve no gap and tune "
               "no lr (intervals from 2 seeds are wide); compare with a real sweep (README)",
@@ -652,7 +648,7 @@ def sweep_report(sweep, results_path, png, only=None):
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
     say = (lambda *a: None) if sweep.json else print
-    plotted, skipped, names, headings = [], [], set(), Headings(rows)
+    plotted, names, headings = [], [], Headings(rows)
     # a report on a committed results file (results/) writes nothing into the repository unless
     # --png says where (results/NAME.png to redraw the committed plots); any other: plots beside it
     results = os.path.join(HERE, 'results', '')
@@ -666,10 +662,8 @@ def sweep_report(sweep, results_path, png, only=None):
         stem, n = name[:-len('.png')], 2
         while name in names:
             name, n = f"{stem}-{n}.png", n + 1
-        names.add(name)
-        if committed:
-            skipped.append(name)
-        elif draw(rs, name, title):
+        names.append(name)
+        if not committed and draw(rs, name, title):
             plotted.append(name)
 
     regimes = regime_groups(rows)
@@ -692,15 +686,13 @@ def sweep_report(sweep, results_path, png, only=None):
                     f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
     for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?
         where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
-        if schedule_tables(rs):
+        if text := schedule_tables(rs):
             say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: "
-                f"{where}\n\n{schedule_tables(rs)}")
+                f"{where}\n\n{text}")
     for rs in transfer_groups(rows).values():  # does a gap at one shape hold at another?
-        shapes = sorted({r['shape'] for r in rs},
-                        key=lambda s: min(r['params'] for r in rs if r['shape'] == s))
-        if transfer_tables(rs):
-            say(f"\n### transfer across shapes {', '.join(shapes)}: {rs[0]['optimizer']}, "
-                f"{rs[0]['schedule']} schedule\n\n{transfer_tables(rs)}")
+        if text := transfer_tables(rs):  # (the shapes smallest first)
+            say(f"\n### transfer across shapes {', '.join(matched_budgets(rs)[1])}: "
+                f"{rs[0]['optimizer']}, {rs[0]['schedule']} schedule\n\n{text}")
     for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
         points = {(r['size'], r['budget_value']) for r in rs}
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
@@ -712,9 +704,9 @@ def sweep_report(sweep, results_path, png, only=None):
                                      f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
                  f"{headings.words(rs[0], size=False, budget=False)}: final val loss against "
                  "training FLOPs")
-    if skipped:
+    if committed and names:
         what = 'are committed results files' if ',' in results_path else 'is a committed file'
-        print(f"note: {len(skipped)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
+        print(f"note: {len(names)} plot(s) not drawn: {results_path.replace(',', ', ')} {what}, "
               "and a report writes nothing into the repository unless told where: --png=somewhere/"
               f"name.png (or --png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw "
               "the committed plots)", file=sys.stderr)
@@ -728,8 +720,7 @@ class Headings:
     in which it differs from another table of the same words; `suffix`: that in a plot's name."""
 
     def __init__(self, rows):
-        self.rows = {r['context']: r for r in rows}
-        self.settings = {c: setting(r['runs'][0], ARCH) for c, r in self.rows.items()}
+        self.rows = {r['context']: r for r in rows}  # (its key: the setting less ARCH)
 
     @staticmethod
     def words(r, size=True, budget=True):
@@ -741,10 +732,10 @@ class Headings:
     def extra(self, r, size=True, budget=True):
         """{setting: value} of r's in which it differs from another setting of the same words."""
         drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
-        alike = [{k: v for k, v in self.settings[c].items() if k not in drop}
+        alike = [{k: v for k, v in json.loads(c).items() if k not in drop}
                  for c, x in self.rows.items()
                  if self.words(x, size, budget) == self.words(r, size, budget)]
-        mine = self.settings[r['context']]
+        mine = json.loads(r['context'])
         return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
 
     def of(self, r, size=True, budget=True):

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from configurator import UsageError, read_log as read_log_rows, write_error
+from configurator import UsageError, read_log as read_log_rows, regular_file, write_error
 from dataset import describe_data, read_meta
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
@@ -84,40 +84,25 @@ FIELD_CHECKS = {
 }
 
 
-def bad_field(r, kind):
-    """The first field of record `r` a report could not read (missing, or of the wrong type)."""
-    needed = KINDS[kind] + (('key', 'params', 'tokens', 'curve') if kind == 'sweep' else ())
-    return next((name for name, ok in FIELD_CHECKS[kind].items()
-                 if (name in r or name in needed) and not (name in r and ok(r[name]))), None)
+def json_object(line):
+    """The JSON object a line (bytes) holds, or None: not JSON, or JSON of another type."""
+    try:
+        r = json.loads(line.decode('utf-8'))
+    except ValueError:  # also UnicodeDecodeError
+        return None
+    return r if isinstance(r, dict) else None
 
 
-def parse_record(line, kind):
-    """(the record a line holds, or None; what it lacks). A cut-short record glued to a whole one
-    (appends before cut-short lines were set aside) gives the whole one."""
-    starts = [0] + [i for i in range(1, len(line)) if line.startswith(b'{"kind": ', i)]
-    for start in starts:
-        try:
-            r = json.loads(line[start:].decode('utf-8'))
-        except ValueError:  # also UnicodeDecodeError
-            continue
-        missing = ([k for k in ('key', *KINDS[kind]) if k not in r] if isinstance(r, dict)
-                   else ['key'])
-        if isinstance(r, dict) and r.get('kind', kind) != kind:
-            return None, f"a {r['kind']} record"
-        return (r, start) if not missing else (None, f"it lacks {missing[0]!r}")
-    return None, 'not JSON'
-
-
-def read_many(paths, kind='sweep'):
-    """The records of results files (a comma-separated string or a list); a run in two counts once
-    (the first; a line says where they differ); a missing one of several is a UsageError."""
-    paths = paths.split(',') if isinstance(paths, str) else list(paths)
+def read_many(paths):
+    """The records of results files (comma-separated); a run in two counts once (the first; a line
+    says where they differ); a missing one of several is a UsageError."""
+    paths = paths.split(',')
     missing = [p for p in paths if not os.path.exists(p)]
     if len(paths) > 1 and missing:
         raise UsageError(f"--results: {missing[0]!r} not found (of {', '.join(paths)})")
     records, seen = [], {}
     for path in paths:
-        for r in read_results(path, kind):
+        for r in read_results(path):
             k = run_id(r['key'])
             if k not in seen:
                 seen[k] = (path, r)
@@ -131,13 +116,10 @@ def read_many(paths, kind='sweep'):
 
 def read_results(path, kind='sweep'):
     """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once and
-    skipped: a last line cut short (the next append sets it aside), the cut-short part of a record
-    glued to a whole one, a run's second record. Any other bad line is a UsageError naming it."""
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a folder; --results names a results file (JSON lines)")
-    if os.path.exists(path) and not os.path.isfile(path):  # /dev/zero, a pipe: may never end
-        raise UsageError(f"{path} is not a regular file (a device, pipe or socket); --results "
-                         "names a results file (JSON lines)")
+    skipped: a last line cut short (the next append sets it aside), a record with a broken field, a
+    run's second record. Any other line that is not a record is a UsageError naming it."""
+    if os.path.exists(path):
+        regular_file(path, '--results')  # a folder, or /dev/zero and a pipe, which may never end
     try:
         with open(path, 'rb') as f:
             lines = f.read().splitlines(keepends=True)
@@ -149,19 +131,20 @@ def read_results(path, kind='sweep'):
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        r, why = parse_record(line.rstrip(b'\r\n'), kind)
-        if r is None and n == len(lines) and not line.endswith(b'\n'):
+        r = json_object(line)
+        why = ('not JSON' if r is None else f"a {r['kind']} record" if r.get('kind', kind) != kind
+               else next((f"it lacks {k!r}" for k in ('key', *KINDS[kind]) if k not in r), None))
+        if why and n == len(lines) and not line.endswith(b'\n'):
             say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next "
                      f"record appended moves it to {path}.partial")
             continue
-        if r is None:
+        if why:
             raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a "
                              f"results file {kind}.py wrote, or delete that line")
-        if why:
-            say_once(f"{path} line {n} starts with {why} bytes of a record cut short, then a whole "
-                     "record: the whole one is read")
-        field = bad_field(r, kind)
-        if field:  # (a hand-edited record: NaN, null, a string for a number, ...)
+        # a field a report reads, broken (a hand-edited record: NaN, null, a string for a number)
+        field = next((k for k, ok in FIELD_CHECKS[kind].items()
+                      if (not ok(r[k]) if k in r else k in ('params', 'tokens', 'curve'))), None)
+        if field:
             say_once(f"{path} line {n}: its {field!r} is missing or not what {kind}.py writes "
                      f"({json.dumps(r.get(field))[:40]}): the record is skipped")
             continue
@@ -198,54 +181,39 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per finished run in one locked, fsynced write: whole when two sweeps append to one
-    file, kept when a sweep is interrupted. `kept`: where the run's output stays if it cannot be."""
+    """One line per run in one flock-ed, fsynced write: whole when two sweeps append to one file,
+    kept when a sweep is interrupted (`kept`: where the run's output stays if it cannot be). A last
+    line with no newline is cut short (a writer killed mid-line: moved to PATH.partial, said) or
+    whole, its newline dropped by a tool (it parses: it gets one)."""
+    aside, note = f"{path}.partial", None
     with lock:
         try:
-            note = locked_append(path, (json.dumps(record) + '\n').encode(), f"{path}.partial")
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                size = os.fstat(fd).st_size
+                start = os.pread(fd, size, 0).rfind(b'\n') + 1  # the last line's start
+                last = os.pread(fd, size - start, start)  # b'' when the file ends in a newline
+                if last and json_object(last) is not None:
+                    os.write(fd, b'\n')
+                elif last:
+                    with open(aside, 'ab') as f:
+                        f.write(last + b'\n')
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.ftruncate(fd, start)
+                    note = (f"{path} ended in a line cut short ({size - start} bytes, a writer "
+                            f"killed mid-line): moved to {aside}")
+                os.write(fd, (json.dumps(record) + '\n').encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)  # and the flock with it
         except OSError as e:
             raise UsageError(f"{write_error(path, e)}; {kept} is kept; rerun the same command to "
                              "record it") from None
     if note:
         print(f"note: {note}", file=sys.stderr)
-
-
-def parses(line):
-    """Whether a line is a whole JSON value (else it was cut short)."""
-    try:
-        json.loads(line.decode('utf-8'))
-        return True
-    except ValueError:  # also UnicodeDecodeError
-        return False
-
-
-def locked_append(path, data, aside):
-    """Append `data` (whole lines) under an exclusive flock, in one write, fsynced. A last line with
-    no newline is cut short (a writer killed mid-line; moved to `aside`, the note saying so
-    returned, else None) or whole with its newline dropped by a tool (it parses: it gets one)."""
-    note = None
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        start = os.pread(fd, size, 0).rfind(b'\n') + 1 if size else 0  # the last line's start
-        cut = size and os.pread(fd, 1, size - 1) != b'\n'
-        if cut and parses(os.pread(fd, size - start, start)):
-            os.write(fd, b'\n')
-        elif cut:
-            with open(aside, 'ab') as f:
-                f.write(os.pread(fd, size - start, start) + b'\n')
-                f.flush()
-                os.fsync(f.fileno())
-            os.ftruncate(fd, start)
-            note = (f"{path} ended in a line cut short ({size - start} bytes, a writer killed "
-                    f"mid-line): moved to {aside}")
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # and the flock with it
-    return note
 
 
 # -----------------------------------------------------------------------------
@@ -455,12 +423,6 @@ def best_lr(records):
     for r in records:
         by_lr.setdefault(r['lr'], {}).setdefault(r['seed'], r)
     return choose_lr(by_lr)[0]
-
-
-def grid_edge(lrs, best):
-    """'top' / 'bottom' when the best lr is the largest / smallest of a grid of 2 or more."""
-    return (None if len(lrs) < 2 else 'top' if best == max(lrs)
-            else 'bottom' if best == min(lrs) else None)
 
 
 def seeds_text(seeds):

@@ -95,7 +95,7 @@ def test_the_key_names_the_data_not_the_folder_it_was_prepared_into(tiny_data, t
 
 
 # -----------------------------------------------------------------------------
-# the results file: duplicates, a killed writer, glued lines
+# the results file: duplicates, a killed writer, lines that are not records
 
 def record(config, seed, val, *, lr=1e-3, budget=10, size='1x32', **settings):
     """A sweep record as sweep.py writes one: its key is the resolved run (here its few settings that
@@ -397,13 +397,14 @@ def test_a_cut_short_last_line_is_set_aside_before_the_next_append(tmp_path, cap
     assert [r['seed'] for r in stats.read_results(path)] == [1, 3, 4] and 'moved' not in capsys.readouterr().err
 
 
-def test_a_record_glued_to_a_cut_short_line_is_read(tmp_path, capsys):
-    """What appends did before they set cut-short lines aside: the next record on the same line."""
+def test_a_line_that_is_not_a_whole_record_is_named(tmp_path):
+    """A cut-short record glued to a whole one (what appends did before they set cut-short lines aside)
+    is not JSON: like any line before the last that is not a record, an error naming it."""
     path = tmp_path / 'r.jsonl'
     path.write_bytes(json.dumps(record('gpt', 1, 2.0)).encode()[:30] + json.dumps(record('gpt', 2, 2.1)).encode()
                      + b'\n' + json.dumps(record('gpt', 3, 2.2)).encode() + b'\n')
-    assert [r['seed'] for r in stats.read_results(str(path))] == [2, 3]
-    assert 'line 1 starts with 30 bytes of a record cut short' in capsys.readouterr().err
+    with pytest.raises(UsageError, match=r"line 1 is not a sweep results record \(not JSON\)"):
+        stats.read_results(str(path))
     path.write_text('{"kind": "sweep", "oops": 1}\n')  # not a record at all: still an error
     with pytest.raises(UsageError, match="line 1 is not a sweep results record .it lacks 'key'"):
         stats.read_results(str(path))
