@@ -46,7 +46,7 @@ from configurator import UsageError, parse_config, regular_file, require, run_ma
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, stream
-from guards import peak_flops, resolve_device, sync_device
+from guards import peak_flops, resolve_device
 from sweep import config_paths, split_flags
 from train import TrainConfig, autocast_context, resolve_dtype, train_step
 
@@ -86,6 +86,14 @@ def rss_bytes(key='VmHWM'):
 def one_step(model, x, y, ctx, scaler, opt, grad_clip):
     """train.py's training step (one micro-step) on one batch."""
     train_step(model, opt, scaler, ctx, x, y, lambda m: (x, y), grad_clip=grad_clip)
+
+
+def sync_device(device_type):
+    """Wait for queued GPU work, so that a clock read measures it."""
+    if device_type == 'cuda':
+        torch.cuda.synchronize()
+    elif device_type == 'mps':
+        torch.mps.synchronize()
 
 
 def timed_round(step, iters, device_type):

@@ -8,13 +8,12 @@ checkpoint or a batch.
 """
 import contextlib
 import dataclasses
+import datetime
 import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 
 import torch
@@ -29,12 +28,12 @@ RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
 
 
 # -----------------------------------------------------------------------------
-# signals: train.py's, and the tools' that run children
+# processes: signals (train.py's, and the tools' that run children), DDP's process group
 
 class Signals:
     """SIGINT / SIGTERM inside `with Signals(first)`: the first is noted (the object turns true),
-    announced as `first` ({n}: the children running) and sent on to every child `run` started, and
-    no child starts any more. Then a second acts as usual (Ctrl-C: exit 130), or with forward=True
+    announced as `first` ({n}: the children running) and sent on to every child in `procs` (which
+    sweep.run_child fills). Then a second acts as usual (Ctrl-C: exit 130), or with forward=True
     (sweep.py, probe.py) is sent on too. Inside cut_short(True) the first also raises CutShort."""
 
     class CutShort(Exception):
@@ -54,6 +53,8 @@ class Signals:
         for s, h in self.previous.items():
             signal.signal(s, h)
         self.previous = {}
+
+    install, restore = __enter__, __exit__  # (for a block that would need one indent more)
 
     def __bool__(self):
         return bool(self.received)
@@ -85,28 +86,63 @@ class Signals:
         finally:
             self.cutting = False
 
-    def run(self, cmd, **kwargs):
-        """cmd in a session of its own (a terminal's Ctrl-C reaches it once: through this), stdout
-        discarded, stderr kept in a file (no pipe that closes when this process dies): a
-        CompletedProcess, or None once stopped."""
-        with self.lock:
-            if self.received:
-                return None
-            err = tempfile.TemporaryFile('w+')
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
-                                    start_new_session=True, **kwargs)
-            self.procs.add(proc)
-        try:
-            proc.wait()
-        finally:
-            with self.lock:
-                self.procs.discard(proc)
-        with err:
-            err.seek(0)
-            return subprocess.CompletedProcess(cmd, proc.returncode, None, err.read())
-
     def exit_code(self):
         return 128 + (self.received or [signal.SIGTERM])[0]  # (or another process's signal)
+
+
+class Distributed:
+    """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
+    collective the loop needs, a no-op with one process. The master (rank 0) prints and saves."""
+
+    def __init__(self):
+        self.ddp = int(os.environ.get('RANK', -1)) != -1
+        self.rank, self.world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+        self.local_rank, self.master = int(os.environ.get('LOCAL_RANK', 0)), self.rank == 0
+        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
+
+    def device(self, device):
+        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
+
+    @contextlib.contextmanager
+    def running(self, device, timeout_s, ckpt_path):
+        """The process group for the block; a process waiting timeout_s on the others (one stopped,
+        crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
+        if not self.ddp:
+            yield self
+            return
+        # imported before the group exists: imported later (DDP does), it keeps the group alive past
+        # destroy_process_group; its gloo threads, dying later, abort a finished rank now and then
+        import torch.distributed.nn.functional as _  # noqa: F401
+        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
+        try:
+            if cuda:
+                torch.cuda.set_device(device)
+                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)
+            yield self
+            dist.barrier()  # none tears down its group while another still uses it
+        except RuntimeError as e:
+            ddp_failed(e, self, timeout_s, ckpt_path)  # a timeout or a lost peer: one line, exit 2
+            raise
+        finally:
+            dist.destroy_process_group()
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM, group=None):
+        if self.ddp:
+            dist.all_reduce(t, op=op, group=group)
+        return t
+
+    def agree(self, *flags):
+        """The flags OR-ed over the processes, so that every process stops at the same point."""
+        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
+        return [bool(f) for f in self.all_reduce(t, dist.ReduceOp.MAX, self.ctrl).tolist()]
+
+    def gather(self, obj):
+        """[obj of rank 0, obj of rank 1, ...] in every process."""
+        out = [obj] * self.world
+        if self.ddp:
+            dist.all_gather_object(out, obj)
+        return out
 
 
 def ddp_failed(e, procs, timeout_s, ckpt_path):
@@ -257,6 +293,25 @@ def swap(out_dir):
     return old
 
 
+def commit_run(out_dir):
+    """A scratch run's first checkpoint is saved in out_dir/.new/: the previous run moves to prev/."""
+    try:
+        moved = swap(out_dir)
+    except OSError as e:
+        raise UsageError(f"could not move the previous run to {out_dir}/prev/ ({e.strerror}); this "
+                         "checkpoint is saved, and the next run in that folder finishes the move") \
+            from None
+    print(f"note: the previous run ({', '.join(moved)}) is kept in {out_dir}/prev/; "
+          "--init_from=resume continues a run instead of starting over")
+
+
+def kept(out_dir, staged):
+    """What a run stopped by an error leaves: the previous run, or the last checkpoint."""
+    path = os.path.join(out_dir, 'ckpt.pt')
+    return (f"the previous run in {out_dir} is kept as it was" if staged else
+            f"{path} is kept as it was" if os.path.exists(path) else "no checkpoint was saved")
+
+
 def settle(out_dir):
     """What a run killed in out_dir left: atomic_write's temp files go (out_dir is locked: whoever
     wrote them is dead); a .new/ with a checkpoint, or a .commit/, was committed: its swap is
@@ -290,14 +345,6 @@ def resolve_device(name='auto'):
         raise UsageError(f"device {name!r}: {kind.upper()} is not available here; use "
                          "--device=cpu (or auto)")
     return name
-
-
-def sync_device(device_type):
-    """Wait for queued GPU work, so that a clock read measures it."""
-    if device_type == 'cuda':
-        torch.cuda.synchronize()
-    elif device_type == 'mps':
-        torch.mps.synchronize()
 
 
 # Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by the GPU's name as torch

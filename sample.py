@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from configurator import (UsageError, help_text, no_checkpoint, parse_config, quick_start,
-                          regular_file, run_main)
+                          regular_file, require, run_main)
 from dataset import load_tokenizer, read_meta
 from guards import load_checkpoint, resolve_device
 from model import GPT, DecodeCache
@@ -62,22 +62,13 @@ class SampleConfig:
     ranks_file: str = ''          # a BPE run's .tiktoken file where it moved (or GPT-2's, offline)
 
     def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype={self.dtype!r} is not one of {', '.join(DTYPES)}")
-        if self.num_samples < 1:
-            raise ValueError(f"num_samples must be at least 1, got {self.num_samples}")
-        for name in ('max_new_tokens', 'temperature', 'top_k'):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        if not math.isfinite(self.temperature):  # nan passes `< 0`: garbage, not an error
-            raise ValueError(f"temperature must be a finite number (0 = greedy), got "
-                             f"{self.temperature}")
-        if self.threads < 0:
-            raise ValueError(f"threads must not be negative, got {self.threads} (0 = the default)")
-        if not 0 <= self.seed < 2**63:  # torch's generators take 64 bits
-            raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p} (1 turns it off)")
+        require(self, 'dtype', lambda v: v in DTYPES, f"is not one of {', '.join(DTYPES)}")
+        require(self, 'num_samples', lambda v: v >= 1, "must be at least 1")
+        require(self, 'max_new_tokens top_k threads', lambda v: v >= 0, "must not be negative")
+        require(self, 'temperature', lambda v: 0 <= v < math.inf,
+                "must be a finite number, not negative (0 = greedy)")
+        require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's: 64 bits
+        require(self, 'top_p', lambda v: 0 < v <= 1, "must be in (0, 1] (1 turns it off)")
 
 
 def parse_args(argv):
@@ -160,17 +151,14 @@ def main(argv):
           file=sys.stderr)
     del ckpt
     model.eval().to(device)
-    step = None
-    if cfg.compile and not cfg.use_cache:
-        print("note: --compile records the cached decoding step; --use_cache=False has none, so "
-              "decoding re-runs the window for each token, as without --compile", file=sys.stderr)
-    elif cfg.compile and device_type == 'cuda':  # a fixed-shape one-token step, recorded once
-        step = CapturedStep(model)
+    # --compile: the fixed-shape one-token step, recorded as a CUDA graph once
+    step = CapturedStep(model) if cfg.compile and cfg.use_cache and device_type == 'cuda' else None
+    if cfg.compile:
         print("compile: the one-token decoding step is recorded as a CUDA graph at the first token "
-              "and replayed for every later one", file=sys.stderr)
-    elif cfg.compile:
-        print("note: --compile records the decoding step as a CUDA graph, which needs a CUDA "
-              f"device; on {device} decoding runs as without it", file=sys.stderr)
+              "and replayed for every later one" if step else "note: --compile records the cached "
+              f"decoding step as a CUDA graph, which needs --use_cache and a CUDA device; on "
+              f"{device}{'' if cfg.use_cache else ' uncached'} decoding runs as without it",
+              file=sys.stderr)
     if len(ids) > mc.block_size:
         print(f"warning: the prompt is {len(ids)} tokens, longer than block_size={mc.block_size}; "
               f"the model sees only its last {mc.block_size}", file=sys.stderr)

@@ -352,7 +352,8 @@ class Sweep:
         """train.py via --child: (True, seconds), or (False, why; None or 'stopped' if stopped)."""
         t0 = time.time()
         child = [cmd[0], os.path.abspath(__file__), '--child', *cmd[1:]]
-        proc = self.stopper.run(child + (['--init_from=resume'] if resume else []), env=self.env)
+        proc = run_child(self.stopper, child + (['--init_from=resume'] if resume else []),
+                         env=self.env)
         if proc is None:
             return False, None
         if proc.returncode and self.stopper:
@@ -437,9 +438,9 @@ class Sweep:
             if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
                 out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
                 limit, device = plan.key['hellaswag']['limit'], plan.key['device']
-                proc = self.stopper.run([sys.executable, EVAL, f'--out_dir={plan.run_dir}',
-                                         f'--input={self.score_items}', f'--limit={limit}',
-                                         f'--json={out}', f'--device={device}'], env=self.env)
+                proc = run_child(self.stopper, [
+                    sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
+                    f'--limit={limit}', f'--json={out}', f'--device={device}'], env=self.env)
                 if proc is None or proc.returncode:
                     return self.note(plan, None, 'stopped' if proc is None or self.stopper
                                      else f"hellaswag.py failed: {last_line(proc)}")
@@ -668,6 +669,27 @@ def main(argv):
 
 # -----------------------------------------------------------------------------
 # many runs as child processes: claims, and a stop that reaches every one
+
+def run_child(stopper, cmd, **kwargs):
+    """cmd in a session of its own (a terminal's Ctrl-C reaches it once: through `stopper`, which
+    sends on its signals), stdout discarded, stderr kept in a file (no pipe to close when this
+    process dies): a CompletedProcess, or None once stopped."""
+    with stopper.lock:
+        if stopper:
+            return None
+        err = tempfile.TemporaryFile('w+')
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                start_new_session=True, **kwargs)
+        stopper.procs.add(proc)
+    try:
+        proc.wait()
+    finally:
+        with stopper.lock:
+            stopper.procs.discard(proc)
+    with err:
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, None, err.read())
+
 
 def claim(path, stopper=None, *, waiting=None):
     """Hold the lock file `path` (made if missing) until the returned fd is closed or the process

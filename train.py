@@ -10,10 +10,9 @@ nanoGPT's loop (DDP when torchrun sets RANK, autocast, the all-reduce on the las
 the next batch fetched during the forward pass), made exact for comparisons: every batch is a pure
 function of (seed, iteration, global micro-step), so N processes draw the batches one process draws
 and a resumed run those of a straight one; budgets of tokens, FLOPs or seconds; Ctrl-C saves a
-checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, device and
-processes, how a batch is drawn, what a checkpoint holds and how a run resumes, how log.jsonl and
-ckpt.pt are written, when the run stops, then main() and train()'s loop in four steps, and the one
-training step. What guards a run (signals, resume refusals, out_dir's lock and prev/) is guards.py's.
+checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, processes,
+batches, the checkpoint, out_dir's files, when to stop, then main() and the loop in four steps, and
+the one training step. What guards a run (signals, refusals, out_dir's lock, prev/) is guards.py's.
 """
 import os
 import signal
@@ -23,26 +22,24 @@ if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quie
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import logging
 import math
 import random
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
                           run_main, write_error)
 from dataset import load_shard, open_dataset
-from guards import (CHECKPOINT_FORMAT, Signals, check_resumable, ddp_failed, duration,
-                    load_checkpoint, lock_run_dir, peak_flops, resolve_device, settle, start_run,
-                    swap)
+from guards import (CHECKPOINT_FORMAT, Distributed, Signals, check_resumable, commit_run, duration,
+                    kept, load_checkpoint, lock_run_dir, peak_flops, resolve_device, settle,
+                    start_run)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -103,8 +100,7 @@ class TrainConfig(GPTConfig):
         require(self, 'max_iters warmup_iters lr_decay_iters max_tokens vocab_size',
                 lambda v: v >= 0, "must not be negative")
         require(self, 'seed', lambda v: 0 <= v < 2**63, "must be in [0, 2**63)")  # torch's: 64 bits
-        require(self, 'eval_seed', lambda v: -1 <= v < 2**63,
-                "must be -1 (the run's seed) or in [0, 2**63)")
+        require(self, 'eval_seed', lambda v: -1 <= v < 2**63, "must be -1 or in [0, 2**63)")
         require(self, 'max_seconds max_flops weight_decay grad_clip min_lr peak_flops',
                 lambda v: 0 <= v < math.inf, "must be a finite number, not negative")
         require(self, 'learning_rate', lambda v: 0 < v < math.inf, "must be a positive number")
@@ -134,8 +130,7 @@ class TrainConfig(GPTConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
     def val_seed(self):
-        """What the evaluation batches are drawn from: eval_seed, the same for every run (so every
-        seed and config is scored on the same text), or with -1 the run's seed."""
+        """The seed of the evaluation batches: eval_seed, one val set for every run, or the run's."""
         return self.seed if self.eval_seed == -1 else self.eval_seed
 
     def cooldown_start(self):
@@ -166,7 +161,7 @@ class TrainConfig(GPTConfig):
 
 
 # -----------------------------------------------------------------------------
-# precision, processes
+# precision
 
 def resolve_dtype(name, device_type):
     """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
@@ -188,68 +183,8 @@ def autocast_context(device_type, dtype):
     return torch.amp.autocast(device_type=device_type, dtype=dtype)
 
 
-class Distributed:
-    """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
-    collective the loop needs, a no-op with one process. The master (rank 0) prints and saves."""
-
-    def __init__(self):
-        self.ddp = int(os.environ.get('RANK', -1)) != -1
-        self.rank, self.world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
-        self.local_rank = int(os.environ.get('LOCAL_RANK', 0))
-        self.master = self.rank == 0
-        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
-
-    def device(self, device):
-        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
-
-    @contextmanager
-    def running(self, device, timeout_s, ckpt_path):
-        """The process group for the run inside the block; the ranks leave together, and the group
-        is destroyed while the interpreter is alive. A process that waits timeout_s on the others
-        (one stopped, crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
-        if not self.ddp:
-            yield self
-            return
-        # imported before the group exists: imported later (DDP does), it keeps the group alive past
-        # destroy_process_group; its gloo threads, dying later, abort a finished rank now and then
-        import torch.distributed.nn.functional as _  # noqa: F401
-        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
-        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
-        try:
-            if cuda:
-                torch.cuda.set_device(device)
-                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)  # no GPU sync
-            yield self
-            dist.barrier()  # none tears down its group while another still uses it
-        except RuntimeError as e:
-            ddp_failed(e, self, timeout_s, ckpt_path)  # a timeout or a lost peer: one line, exit 2
-            raise
-        finally:
-            dist.destroy_process_group()
-
-    def all_reduce(self, t, op=dist.ReduceOp.SUM):
-        if self.ddp:
-            dist.all_reduce(t, op=op)
-        return t
-
-    def agree(self, *flags):
-        """The flags OR-ed over the processes, so that every process stops at the same point."""
-        if not self.ddp:
-            return [bool(f) for f in flags]
-        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.ctrl)
-        return [bool(f) for f in t.tolist()]
-
-    def gather(self, obj):
-        """[obj of rank 0, obj of rank 1, ...] in every process."""
-        out = [obj] * self.world
-        if self.ddp:
-            dist.all_gather_object(out, obj)
-        return out
-
-
 def micro_steps(accumulation, world):
-    """Micro-steps of each process per iteration: gradient_accumulation_steps (global) over the
+    """A process's micro-steps per iteration: gradient_accumulation_steps (global) over the
     processes, rounded up where it does not divide (1 over 8 GPUs): then an iteration holds more."""
     return -(-accumulation // world)
 
@@ -259,11 +194,10 @@ def micro_steps(accumulation, world):
 
 class Batches:
     """
-    Random windows of block_size + 1 tokens from memory-mapped shards, uniform over every window of
-    every shard. Batch `key` is a pure function of (seed, *key): each draw seeds a fresh numpy
-    Generator, so any process can draw any batch without drawing the ones before it (DDP ranks,
-    resumed runs) and the sampler has no state to save. Keys: (0, iteration, global micro-step) for
-    training, (1, k) for the k-th evaluation batch: never one of training's.
+    Random windows of block_size + 1 tokens, uniform over every window of every (memory-mapped)
+    shard. Batch `key` is a pure function of (seed, *key): any process draws any batch without the
+    ones before it (DDP ranks, resumed runs), and the sampler has no state to save. Keys: (0,
+    iteration, global micro-step) for training, (1, k) for the k-th evaluation batch.
     """
 
     def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
@@ -303,19 +237,9 @@ class Batches:
         return x.to(self.device), y.to(self.device)
 
 
-def run_batches(cfg, paths):
-    """Training's batches from the run's seed; each split's evaluation batches from eval_seed: one
-    val set for every run (the same text scores every seed and config), unless eval_seed=-1."""
-    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
-                 check_vocab=cfg.vocab_size)
-    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
-    return Batches(paths['train'], seed=cfg.seed, **shape), scored
-
-
 def bits_per_byte(meta, split, loss):
-    """A loss in nats per token as bits per byte of text: loss / ln 2 x the split's tokens per byte
-    (prepare.py records it), so that char, byte and BPE runs compare on one scale. None without it
-    (raw shards, or a meta.json from before it was recorded: rerun prepare.py)."""
+    """Nats per token as bits per byte of text (loss / ln 2 x tokens per byte, which prepare.py
+    records): char, byte and BPE runs on one scale. None for raw shards."""
     ratio = ((meta or {}).get('tokens_per_byte') or {}).get(split)
     return None if ratio is None else loss / math.log(2) * ratio
 
@@ -369,9 +293,8 @@ def set_rng_state(state):
 
 
 def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
-    """Load a checkpoint into the model, optimizer and scaler and return its RunState; the random
-    generators too when as many processes resume as saved it. The dict is emptied once its tensors
-    are copied: the caller's reference to it would otherwise keep a second copy."""
+    """Load a checkpoint into the model, optimizer and scaler, and the random generators when as
+    many processes resume as saved it; its RunState. The dict is emptied (no second copy kept)."""
     model.load_state_dict(ckpt['model'])
     optimizer.load_state_dict(ckpt['optimizer'])
     if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
@@ -385,12 +308,10 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
         due = not evaluated and it % cfg.eval_interval == 0
         print(f"resuming from iter {it} ({state.tokens_seen:,} tokens)"
               + (", its evaluation first (cut short when it was saved)" if due else ""))
-        if len(rng) != procs.world:
-            print(f"note: checkpoint written by {len(rng)} processes, resuming with {procs.world}: "
-                  "same batches, other dropout masks")
-        if rng[0]['data']['seed'] != cfg.seed:
-            print(f"note: seed {cfg.seed} differs from the checkpoint's {rng[0]['data']['seed']}: "
-                  "batches will differ from a straight run")
+        if len(rng) != procs.world or rng[0]['data']['seed'] != cfg.seed:
+            print(f"note: {procs.world} process(es) and seed {cfg.seed} resume a checkpoint of "
+                  f"{len(rng)} and {rng[0]['data']['seed']}: not the batches or dropout masks of "
+                  "a straight run")
     if len(rng) == procs.world:
         set_rng_state(rng[procs.rank])
     ckpt.clear()
@@ -398,8 +319,8 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 
 
 # -----------------------------------------------------------------------------
-# out_dir's files: log.jsonl and ckpt.pt (the master process writes them; guards.py keeps out_dir
-# locked, stages a scratch run over a previous one and moves that one to prev/)
+# out_dir's files, written by the master process (guards.py keeps out_dir locked, and stages a
+# scratch run over a previous one in out_dir/.new/ until its first checkpoint moves that one to prev/)
 
 def open_log(folder, cfg, start_iter, rows=()):
     """log.jsonl in `folder`, rewritten whole: on resume, its rows from before the checkpoint (an
@@ -427,8 +348,8 @@ def write_row(log, row):
 
 
 def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
-    """ckpt.pt, then config.json (every process gives its random generators; the master writes).
-    A scratch run staged in out_dir/.new/ commits at its first save: the folder it writes in next."""
+    """ckpt.pt, then config.json, into `folder` (every process gives its random generators); a
+    scratch run's first save there commits it (guards.swap). The folder the next save writes in."""
     if not all(torch.isfinite(p).all() for p in raw_model.parameters()):  # inf gradients spoil them
         raise UsageError(f"a weight is not finite at iter {state.iter_num}: stopped without saving")
     rng = procs.gather(rng_state())
@@ -437,30 +358,15 @@ def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
         atomic_write(os.path.join(folder, 'ckpt.pt'), lambda f: torch.save(ckpt, f))
         config = json.dumps(dataclasses.asdict(cfg), indent=1).encode()
         atomic_write(os.path.join(folder, 'config.json'), lambda f: f.write(config))
-        if folder != cfg.out_dir:
-            try:
-                moved = swap(cfg.out_dir)
-            except OSError as e:
-                raise UsageError(f"could not move the previous run to {cfg.out_dir}/prev/ "
-                                 f"({e.strerror}); this checkpoint is saved, and the next run in "
-                                 "that folder finishes the move") from None
-            print(f"note: the previous run ({', '.join(moved)}) is kept in {cfg.out_dir}/prev/"
-                  + "; --init_from=resume continues a run instead of starting over" * bool(moved))
+        if folder != cfg.out_dir:  # the first save of a scratch run over a previous one
+            commit_run(cfg.out_dir)
         print(f"saved {os.path.join(cfg.out_dir, 'ckpt.pt')} at iter {state.iter_num}")
     state.saved_at = state.iter_num
     return cfg.out_dir
 
 
-def kept(cfg, folder):
-    """What a run that stops on an error leaves: the previous run, or the last checkpoint."""
-    if folder != cfg.out_dir:
-        return f"the previous run in {cfg.out_dir} is kept as it was"
-    path = os.path.join(cfg.out_dir, 'ckpt.pt')
-    return f"{path} is kept as it was" if os.path.exists(path) else "no checkpoint was saved"
-
-
 # -----------------------------------------------------------------------------
-# when to stop, and the progress line
+# when the run stops, and the progress line
 
 def budget_end(cfg, state, tokens_per_iter, flops_per_token):
     """(the iteration the run stops before, the budget that ends it): max_iters, or where max_tokens
@@ -469,8 +375,8 @@ def budget_end(cfg, state, tokens_per_iter, flops_per_token):
     for budget, tokens in (('max_tokens', cfg.max_tokens),
                            ('max_flops', cfg.max_flops / flops_per_token)):
         if tokens:
-            ends.append((state.iter_num + max(math.ceil((tokens - state.tokens_seen)
-                                                        / tokens_per_iter), 0), budget))
+            iters = max(math.ceil((tokens - state.tokens_seen) / tokens_per_iter), 0)
+            ends.append((state.iter_num + iters, budget))
     return min(ends)
 
 
@@ -486,8 +392,8 @@ def progress(cfg, state, end, s_per_iter, eval_s):
     else:
         of = '' if budget == 'max_iters' else f" of {budget}"
         where = f"iter {done}/{end_iter} ({100 * min(done / max(end_iter, 1), 1):.0f}%{of})"
-    end_at, every = done + int(iters), cfg.eval_interval  # evaluations at iterations done..end_at
-    evals = end_at // every - (done - 1) // every + (end_at % every != 0)
+    last, every = done + int(iters), cfg.eval_interval  # evaluations at iterations done..last
+    evals = last // every - (done - 1) // every + (last % every != 0)
     return where, f"ETA {duration(iters * s_per_iter + evals * eval_s)}"
 
 
@@ -507,8 +413,7 @@ def main(argv):
     held = []  # out_dir's lock, once taken: given back when the run ends
     try:
         with procs.running(device, cfg.ddp_timeout_s, os.path.join(cfg.out_dir, 'ckpt.pt')):
-            cfg, ckpt, switch = resume_or_not(cfg, procs, meta, held)
-            return train(cfg, procs, meta, paths, ckpt, switch, held)
+            return train(*resume_or_not(cfg, procs, meta, held), procs, meta, paths, held)
     finally:
         for fd in held:
             os.close(fd)
@@ -516,10 +421,10 @@ def main(argv):
 
 def resume_or_not(cfg, procs, meta, held):
     """(cfg with the model's vocabulary, the checkpoint to resume or None, the log row of a resume
-    on other data or None), after out_dir is locked and settled and every check passed."""
-    if procs.master:  # out_dir is locked, and what a killed run left settled, before it is read
+    on other data or None), once out_dir is locked and settled and every check passed."""
+    if procs.master:  # what a killed run left in out_dir is settled before anything reads it
         lock_run_dir(cfg.out_dir, held)
-    procs.agree(False)  # (every process waits for that)
+    procs.agree(False)  # (the other processes wait for that)
     path = os.path.join(cfg.out_dir, 'ckpt.pt')
     ckpt = load_checkpoint(path) if cfg.init_from == 'resume' else None
     # the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
@@ -543,7 +448,8 @@ def resume_or_not(cfg, procs, meta, held):
 
 
 def build(cfg, procs, ckpt):
-    """The model, its optimizer and loss scaler, and the RunState: fresh, or from the checkpoint."""
+    """The model (as built, as evaluated: compiled or not, as trained: DDP or not), its optimizer
+    and loss scaler, and the RunState: fresh, or from the checkpoint."""
     device_type = torch.device(cfg.device).type
     torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
     model = GPT(GPTConfig(**cfg.model_args())).to(cfg.device)
@@ -558,99 +464,102 @@ def build(cfg, procs, ckpt):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
-    return model, optimizer, scaler, state
-
-
-def train(cfg, procs, meta, paths, ckpt, switch, held):
-    raw_model, optimizer, scaler, state = build(cfg, procs, ckpt)
-    ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
-    accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
-    tokens_per_iter = procs.tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
-    flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
-    end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
     if cfg.compile:  # its cache's warnings about entries cut short (recompiled) say nothing to do
         logging.getLogger('torch._inductor.codecache').setLevel(logging.ERROR)
-    model = torch.compile(raw_model) if cfg.compile else raw_model  # evaluation runs this one
-    train_model = model if not procs.ddp else DDP(
-        model, device_ids=[procs.local_rank] if cfg.device.startswith('cuda') else None)
-    batches, scored = run_batches(cfg, paths)  # training's, and each split's evaluation batches
+    compiled = torch.compile(model) if cfg.compile else model
+    trained = compiled if not procs.ddp else DDP(
+        compiled, device_ids=[procs.local_rank] if device_type == 'cuda' else None)
+    return (model, compiled, trained), optimizer, scaler, state
+
+
+def train(cfg, ckpt, switch, procs, meta, paths, held):
+    (raw_model, model, train_model), optimizer, scaler, state = build(cfg, procs, ckpt)
+    ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
+    accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
+    tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
+    flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
+    end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
+    # training's batches from the run's seed; each split's evaluation batches from val_seed()
+    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
+                 check_vocab=cfg.vocab_size)
+    batches = Batches(paths['train'], seed=cfg.seed, **shape)
+    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
 
     def batch(m):  # this process's micro-step m of the step (m = accum: the next step's first)
         return batches.get(0, state.iter_num + m // accum, procs.rank * accum + m % accum)
     X, Y = batch(0)
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
+    folder, log = cfg.out_dir, None
     if procs.master:
         say_start(cfg, procs, accum, raw_model, peak, switch, state)
         folder = start_run(cfg.out_dir, held, cfg.init_from == 'scratch')
         log = open_log(folder, cfg, state.iter_num, [switch] if switch else [])
-    else:
-        folder, log = cfg.out_dir, None
     t0, elapsed_s0, first = time.time(), state.elapsed_s, (state.iter_num, state.train_s)
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
+    signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master)
     eval_s, stop = 0.0, None
     try:
-        with Signals("stopping after this step and saving a checkpoint",
-                     announce=procs.master) as signals:
-            while True:
-                # 1. stop? at a budget or a signal, decided together by every process
-                state.elapsed_s = elapsed_s0 + time.time() - t0
-                signalled, out_of_time = procs.agree(
-                    signals, cfg.max_seconds and state.train_s >= cfg.max_seconds)
-                stop = ('signal' if signalled else end[1] if state.iter_num >= end[0] else
-                        'max_seconds' if out_of_time else None)
-                state.finished = stop not in (None, 'signal')  # a checkpoint from here is the last
+        signals.install()
+        while True:
+            # 1. stop? at a budget or a signal, decided together by every process
+            state.elapsed_s = elapsed_s0 + time.time() - t0
+            signalled, out_of_time = procs.agree(
+                signals, cfg.max_seconds and state.train_s >= cfg.max_seconds)
+            stop = ('signal' if signalled else end[1] if state.iter_num >= end[0] else
+                    'max_seconds' if out_of_time else None)
+            state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
 
-                # 2. evaluate every eval_interval iterations and at the end (not after a signal,
-                # nor twice at one iteration: a resumed one's), and save
-                if (stop != 'signal' and (state.iter_num % cfg.eval_interval == 0 or stop)
-                        and state.evaluated_at != state.iter_num):
-                    t_eval = time.time()
-                    losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
-                    if losses is None:  # cut short by a signal: not logged, not a best_val_loss
-                        stop = 'signal'
-                    else:
-                        improved = losses['val_loss'] < state.best_val_loss
-                        record_eval(losses, state, cfg, log, flops_per_token)
-                        scores.update(losses)
-                        if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
-                            folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta,
-                                          procs)
-                    eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
-                if stop:
-                    break
+            # 2. evaluate every eval_interval iterations and at the end (not after a signal, nor
+            # twice at one iteration: a resumed one's), and save
+            if (stop != 'signal' and (state.iter_num % cfg.eval_interval == 0 or stop)
+                    and state.evaluated_at != state.iter_num):
+                t_eval = time.time()
+                losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
+                if losses is None:  # cut short by a signal: not logged, not a best_val_loss
+                    stop = 'signal'
+                else:
+                    improved = losses['val_loss'] < state.best_val_loss
+                    record_eval(losses, state, cfg, log, flops_per_token)
+                    scores.update(losses)
+                    if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
+                        folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
+                eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
+            if stop:
+                break
 
-                # 3. one optimizer step over `accum` micro-batches
-                t_step = time.time()
-                lr = cfg.lr_at(state.iter_num)
-                for group in optimizer.param_groups:
-                    group['lr'] = lr
-                loss_sum, (X, Y) = train_step(train_model, optimizer, scaler, ctx, X, Y, batch,
-                                              accum=accum, grad_clip=cfg.grad_clip)
-                state.tokens_seen += tokens_per_iter
+            # 3. one optimizer step over `accum` micro-batches
+            t_step = time.time()
+            lr = cfg.lr_at(state.iter_num)
+            for group in optimizer.param_groups:
+                group['lr'] = lr
+            loss_sum, (X, Y) = train_step(train_model, optimizer, scaler, ctx, X, Y, batch,
+                                          accum=accum, grad_clip=cfg.grad_clip)
+            state.tokens_seen += tokens_per_iter
 
-                # 4. log: a progress line and a row of log.jsonl
-                logging_now = state.iter_num % cfg.log_interval == 0
-                # the mean over micro-steps and processes; reading it waits for the step
-                lossf = procs.all_reduce(loss_sum).item() / procs.world if logging_now else None
-                now = time.time()
-                if state.iter_num > first[0]:  # the first step compiles: not training time
-                    state.train_s += now - t_step
-                state.elapsed_s = elapsed_s0 + now - t0
-                if logging_now:
-                    if not math.isfinite(lossf):
-                        raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped "
-                                         "without saving")
-                    steps = state.iter_num - first[0]  # timed steps, the first one left out
-                    s_per_iter = (state.train_s - first[1]) / steps if steps else now - t_step
-                    log_step(lossf, lr, s_per_iter, state, cfg, end, eval_s, peak, raw_model,
-                             procs, log)
-                state.iter_num += 1
-            if state.saved_at != state.iter_num:  # the final state (also after a signal)
-                folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
-    except UsageError as e:  # a failed write, a loss that is not finite: what is kept
-        raise UsageError(f"{e}; {kept(cfg, folder)}") from None
+            # 4. log: a progress line and a row of log.jsonl
+            logged = state.iter_num % cfg.log_interval == 0
+            # the mean over micro-steps and processes; reading it waits for the step
+            lossf = procs.all_reduce(loss_sum).item() / procs.world if logged else None
+            now = time.time()
+            if state.iter_num > first[0]:  # the first step (it compiles) is not training time
+                state.train_s += now - t_step
+            state.elapsed_s = elapsed_s0 + now - t0
+            if logged:
+                if not math.isfinite(lossf):
+                    raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped "
+                                     "without saving")
+                steps = state.iter_num - first[0]  # the steps train_s counts (this process's)
+                s_per_iter = (state.train_s - first[1]) / steps if steps else now - t_step
+                log_step(lossf, lr, s_per_iter, tokens_per_iter / s_per_iter, state, cfg, end,
+                         eval_s, peak, raw_model, procs, log)
+            state.iter_num += 1
+        if state.saved_at != state.iter_num:  # the final state (also after a signal)
+            folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
+    except UsageError as e:  # a failed write, a loss that is not finite: and what is kept
+        raise UsageError(f"{e}; {kept(cfg.out_dir, staged=folder != cfg.out_dir)}") from None
     finally:
+        signals.restore()
         if log is not None:
             with contextlib.suppress(OSError):  # the disk is still full: the log holds what it holds
                 log.close()
@@ -668,14 +577,14 @@ def train(cfg, procs, meta, paths, ckpt, switch, held):
               f"{state.train_s:.1f}s training")
     return {**scores, 'iter_num': state.iter_num, 'tokens': state.tokens_seen, 'stop': stop,
             'flops': state.tokens_seen * flops_per_token, 'best_val_loss': state.best_val_loss,
-            'train_s': state.train_s, 'elapsed_s': state.elapsed_s, 'ckpt_path': os.path.join(cfg.out_dir, 'ckpt.pt'),
-            'params': raw_model.get_num_params()}
+            'train_s': state.train_s, 'elapsed_s': state.elapsed_s,
+            'ckpt_path': os.path.join(cfg.out_dir, 'ckpt.pt'), 'params': raw_model.get_num_params()}
 
 
 def train_step(model, optimizer, scaler, ctx, X, Y, batch, *, accum=1, grad_clip=0.0):
-    """One optimizer step over `accum` micro-batches, the one the loop, bench.py and probe.py take.
-    X, Y: the first micro-batch; batch(m): micro-step m's, fetched while the forward pass runs on
-    the GPU (m = accum: the next step's first). (The loss summed over micro-steps, the next X, Y.)"""
+    """One optimizer step over `accum` micro-batches: the loop's, bench.py's and probe.py's. X, Y:
+    the first micro-batch; batch(m): micro-step m's, fetched while the forward pass runs on the
+    GPU (m = accum: the next step's first). (The loss summed over micro-steps, the next X, Y.)"""
     loss_sum = torch.zeros((), device=X.device)
     for micro_step in range(accum):
         if isinstance(model, DDP):  # all-reduce the gradients on the last micro-step only
@@ -697,10 +606,10 @@ def train_step(model, optimizer, scaler, ctx, X, Y, batch, *, accum=1, grad_clip
 
 @torch.no_grad()
 def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
-    """The mean loss over the same eval_iters batches of each split every time (drawn from
-    eval_seed), shared among the processes, in bits per byte too, and its standard error from the
-    spread of the batches' losses (how far this val sample's mean may sit from the split's). None
-    when a signal cuts it short: at once in one process; with DDP between batches, all together."""
+    """The mean loss over the same eval_iters batches of each split every time, shared among the
+    processes, in bits per byte too, and its standard error from the spread of the batch losses
+    (how far this val sample's mean may sit from the split's). None when a signal cuts it short:
+    at once in one process; with DDP between batches, all together."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
@@ -731,14 +640,13 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
     finally:
         model.train()
     if procs.master and out is None:
-        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first",
-              flush=True)
+        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first")
     elif procs.master:
         se, bpb = out['val_se'], out['val_bpb']
-        se = f" ± {se:.4f} (s.e. over {cfg.eval_iters} batches)" if se is not None else ""
-        bpb = f" ({bpb:.4f} bits per byte)" if bpb is not None else ""
-        print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss "
-              f"{out['val_loss']:.4f}{se}{bpb} ({duration(time.time() - t0)})", flush=True)
+        print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss {out['val_loss']:.4f}"
+              + (f" ± {se:.4f} (s.e. over {cfg.eval_iters} batches)" if se is not None else "")
+              + (f" ({bpb:.4f} bits per byte)" if bpb is not None else "")
+              + f" ({duration(time.time() - t0)})", flush=True)
     return out
 
 
@@ -754,9 +662,9 @@ def record_eval(losses, state, cfg, log, flops_per_token):
     state.evaluated_at = state.iter_num
 
 
-def log_step(lossf, lr, s_per_iter, state, cfg, end, eval_s, peak, raw_model, procs, log):
+def log_step(lossf, lr, s_per_iter, tokens_per_s, state, cfg, end, eval_s, peak, raw_model, procs,
+             log):
     """The progress line and the log row of step state.iter_num (the master's)."""
-    tokens_per_s = procs.tokens_per_iter / s_per_iter
     mfu = raw_model.estimate_mfu(tokens_per_s / procs.world, peak) if peak else None  # per GPU
     if procs.master:
         where, eta = progress(cfg, state, end, s_per_iter, eval_s)
@@ -772,12 +680,12 @@ def log_step(lossf, lr, s_per_iter, state, cfg, end, eval_s, peak, raw_model, pr
 
 def say_start(cfg, procs, accum, model, peak, switch, state):
     """What the run is, in its first lines (the master's)."""
-    rounded = "" if procs.world * accum == cfg.gradient_accumulation_steps else (
-        f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
-        f"{procs.world * accum}, a multiple of {procs.world} processes)")
     print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = "
           f"{procs.world} process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x "
-          f"block_size {cfg.block_size}{rounded}")
+          f"block_size {cfg.block_size}" + (
+              f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
+              f"{procs.world * accum}, a multiple of {procs.world} processes)"
+              if procs.world * accum != cfg.gradient_accumulation_steps else ""))
     print(f"model: {model.get_num_params() / 1e6:.2f}M parameters, "
           f"{model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
     if peak is None and cfg.device.startswith('cuda'):

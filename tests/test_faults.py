@@ -500,9 +500,9 @@ def counting(out_dir):  # count the file operations of the move to prev/, and of
     for name in ('replace', 'link', 'makedirs', 'remove', 'rmdir'):
         setattr(guards.os, name, counted(getattr(os, name)))
     guards.shutil.rmtree = counted(shutil.rmtree)
-    guards.swap = train.swap = swap
+    guards.swap = swap
     return swap(out_dir)
-guards.swap = train.swap = counting
+guards.swap = counting
 sys.argv[1:3] = []
 try:
     run_main(train.main)

@@ -622,7 +622,7 @@ def test_wsd_branches_equal_straight_runs_and_share_one_constant_lr_run(tiny_dat
         cmd = [a for a in rec['command'].split() if not a.startswith('--out_dir=')]
         out = tmp_path / f"straight{rec['iters']}"
         p = subprocess.run([sys.executable, *cmd, f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True,
-                           timeout=120, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                           timeout=120, env={**os.environ, 'OMP_NUM_THREADS': str(rec['key']['threads'])})
         assert p.returncode == 0, p.stderr
         rows = [json.loads(line) for line in open(out / 'log.jsonl')]
         assert [r['val_loss'] for r in rows if 'val_loss' in r][-1] == rec['val_loss']
