@@ -47,7 +47,7 @@ from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, stream
 from guards import peak_flops, resolve_device
-from sweep import config_paths, split_flags
+from stats import config_paths, split_flags
 from train import TrainConfig, autocast_context, resolve_dtype, train_step
 
 

@@ -49,12 +49,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from configurator import UsageError, parse_config, require, run_main
+from configurator import UsageError, parse_config, regular_file, require, run_main
 from guards import Signals, duration
 from model import GPTConfig, GPT
 from report import markdown_table, pyplot, save_png
-from stats import append_record, arch_key, check_writable, read_results
-from sweep import config_paths, keys_given, numbers, split_flags
+from stats import (append_record, arch_key, check_writable, config_paths, keys_given, numbers,
+                   read_results, split_flags)
 from train import TrainConfig, train_step
 
 FILLER = 0  # the pad token between queries; never a key or a value
@@ -438,6 +438,8 @@ def main(argv):
         if getattr(probe, preset):
             probe = replace(probe, **{k: v for k, v in values.items() if k not in given})
     probe.results = probe.results or os.path.join('out-probe', 'results.jsonl')
+    if probe.png:  # an output that is a device or a pipe: refused now, never replaced by a file
+        regular_file(probe.png, '--png', output=True)
     paths = config_paths(probe.configs)
     widths, seq_lens, pairs = (numbers(k, getattr(probe, k), int)
                                for k in ('widths', 'seq_lens', 'pairs'))

@@ -260,21 +260,26 @@ def scaling_rows(rows):
 
 
 def plot_curves(ax, xs, curves, label):
-    """A mean curve over seeds, a band of its 95% t interval (2+ curves); one evaluation, a dot."""
+    """A mean curve over seeds, a band of its 95% t interval (3+ curves: two seeds' t interval, with
+    one degree of freedom, would swamp the curves); one evaluation, a dot."""
     n = min(len(c) for c in curves)
     points = [interval([c[i] for c in curves]) for i in range(n)]
     line, = ax.plot(xs[:n], [m for m, _, _ in points], marker='o' if n < 3 else None, ms=4,
                     label=label)
-    if len(curves) > 1:
+    if len(curves) >= BAND_SEEDS:
         ax.fill_between(xs[:n], [m - h for m, h, _ in points], [m + h for m, h, _ in points],
                         color=line.get_color(), alpha=0.2)
 
 
-def n_text(ns, spread=''):
-    """'n = 3 seeds' or 'n = 1-3 seeds' for a plot's title, and `spread` where a point has 2+."""
+BAND_SEEDS = 3  # the fewest seeds a plot draws a 95% t band for
+
+
+def n_text(ns, spread='', least=2):
+    """'n = 3 seeds' or 'n = 1-3 seeds' for a plot's title, and `spread` where a point has `least`
+    seeds or more (a band: BAND_SEEDS), else where one has 2, that no band is drawn."""
     lo, hi = min(ns), max(ns)
-    return (f"n = {lo} seed{'s' * (lo > 1)}" if lo == hi else
-            f"n = {lo}-{hi} seeds") + spread * (hi > 1)
+    return (f"n = {lo} seed{'s' * (lo > 1)}" if lo == hi else f"n = {lo}-{hi} seeds") + (
+        spread if hi >= least else f"; no band under {least} seeds" if hi > 1 else '')
 
 
 def plot_sweep(rows, png, title):
@@ -286,7 +291,8 @@ def plot_sweep(rows, png, title):
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for row in rows:
         curves = [r['curve'][1:] or r['curve'] for r in row['runs']]
-        label = f"{row['label']} (lr {row['lr']:g}, {n_text([row['n']], '; band: 95% CI')})"
+        band = n_text([row['n']], '; band: 95% CI', BAND_SEEDS)
+        label = f"{row['label']} (lr {row['lr']:g}, {band})"
         for ax, col in zip(axes, (1, 2)):
             plot_curves(ax, [p[col] or 0 for p in curves[0]], [[p[4] for p in c] for c in curves],
                         label)
@@ -411,7 +417,8 @@ def plot_regime(rs, png, title):
             ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
+            if min(r['n'] for r in g) >= BAND_SEEDS:
+                ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
             lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
@@ -422,7 +429,7 @@ def plot_regime(rs, png, title):
         ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
-    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs], '; band: 95% CI')})")
+    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs], '; band: 95% CI', BAND_SEEDS)})")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
                     f'val loss ({unit(rs)})' if refs == [None]
                     else f'val loss gap ({unit(rs)}), paired by seed')
@@ -546,11 +553,13 @@ def contrast(a, b, y, ka, kb, paired):
 
 
 def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows or None) to each later one: 'flips' (signs
-    differ), 'halves' (|later| < |first| / 2), 'doubles' (|later| > 2 |first|) or 'holds', and the
-    change ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
-    its tests exclude 0: 'flips', both gaps' (their signs); 'halves' ('doubles'), 2 * later -
-    first's (later - 2 * first); 'holds', all of those."""
+    """What gap `y` does from the first of `cells` (rows or None), a, to each later one, b: 'flips'
+    (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds', and the change
+    b - a ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
+    every inequality it claims has a test whose interval excludes 0: 'flips', both gaps' signs;
+    'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and b + 2a; 'holds', both
+    signs, 2b - a and b - 2a. A flip whose sign is unknown but whose halving is resolved (a gap
+    that collapsed to about zero) is that halving."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -559,10 +568,14 @@ def change_marks(cells, y, paired=False):
         word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
                 else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
         signs = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-        halving, doubling = (not holds_zero(*contrast(a, b, y, ka, kb, paired))
-                             for ka, kb in ((1, 2), (2, 1)))
+        # (ka, kb): the contrast kb * b - ka * a; 2b - a, 2b + a; b - 2a, b + 2a
+        tests = {k: not holds_zero(*contrast(a, b, y, *k, paired))
+                 for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
+        halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
+        if word == 'flips' and not signs and halving:
+            word = 'halves'
         resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
-                    'holds': signs and halving and doubling}[word]
+                    'holds': signs and tests[1, 2] and tests[2, 1]}[word]
         delta, half = contrast(a, b, y, 1, 1, paired)
         out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
                    + (f" ± {half:.4f}" if half is not None else ''))
@@ -594,7 +607,8 @@ def transfer_tables(rs):
     config_of = {r['label']: r['config'] for r in rs}
     lines = [([n, f"{t:.1f}"], [cell.get((n, s, at[s])) if s in at else None for s in sizes])
              for n in by_config(config_of) for t, at in points]
-    out = []
+    out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
+    other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
     for ref in references(rs):
         y = gap_of(ref)
         mine = [(lead, got) for lead, got in lines
@@ -602,7 +616,7 @@ def transfer_tables(rs):
         if mine:
             out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
                         f"parameter (paired by seed, ± 95% t interval), and what it does from "
-                        f"{sizes[0]} to each larger shape", '',
+                        f"{sizes[0]} to each {other} shape", '',
                     view_table(mine, ['config', 'tokens/param'], sizes, lambda r: vs(r, ref), y)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:

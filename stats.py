@@ -2,21 +2,24 @@
 Results as data: the results files sweeps and the recall probe append to (one JSON record per
 finished run, checked field by field as it is read), what setting a record measured (its key less
 the seed and the lr grid), and the statistics over seeds (t intervals, paired gaps, the best lr of a
-setting). The tables and plots drawn from them are report.py's.
+setting); and the tools' command lines (their own flags, train.py's passed on, configs by name).
+The tables and plots drawn from them are report.py's.
 """
 import dataclasses
+import glob
 import json
 import math
 import os
 import platform
+import re
 import sys
 import threading
 import time
 
 import torch
 
-from configurator import UsageError, read_log as read_log_rows, regular_file, write_error
-from dataset import describe_data, read_meta
+from configurator import UsageError, nearest, read_log as read_log_rows, regular_file, write_error
+from dataset import describe_data
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
@@ -34,6 +37,57 @@ ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_
 def arch_key(name):
     """Sort key that lists configs in ARCH_ORDER, any other config after them by name."""
     return (ARCH_ORDER.index(name) if name in ARCH_ORDER else len(ARCH_ORDER), name)
+
+
+# -----------------------------------------------------------------------------
+# the tools' command lines: their own flags, and train.py's passed on to every run
+
+def split_flags(argv, cls, passed_on):
+    """(a script's own arguments, the flags it passes on to the dataclass `passed_on`: train.py's);
+    a key neither knows is an error naming the nearest."""
+    mine = {f.name for f in dataclasses.fields(cls)}
+    theirs = {f.name for f in dataclasses.fields(passed_on)}
+    own, other = [], []
+    for arg in argv:
+        key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
+        if key is not None and key not in mine | theirs:
+            close = nearest(key, sorted(mine | theirs))
+            raise UsageError(f"unknown key {key!r}; " + (f"did you mean {', '.join(close)}?" if close
+                                                        else "run with --help to list the keys"))
+        (other if key in theirs and key not in mine else own).append(arg)
+    return own, other
+
+
+def numbers(name, texts, kind):
+    """A list flag's strings (--widths=64,128) as positive finite numbers of `kind`."""
+    try:
+        values = [kind(t) for t in texts]
+    except ValueError:
+        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by "
+                         "commas") from None
+    if not values or not all(0 < v < float('inf') for v in values):
+        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
+    return values
+
+
+def keys_given(argv):
+    """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
+    return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+
+
+def config_paths(names):
+    """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's (not
+    quick.py, the quick start's)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shipped = {os.path.basename(p)[:-3]: os.path.relpath(p)
+               for p in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))}
+    for c in names:
+        if not (os.path.isfile(c) if c.endswith('.py') else c in shipped):
+            raise UsageError(f"config {c!r} not found" if c.endswith('.py') else
+                             f"unknown config {c!r}; choose among "
+                             f"{', '.join(k for k in shipped if k != 'quick')} or pass a .py path")
+    return [c if c.endswith('.py') else shipped[c] for c in names] or \
+        [p for k, p in shipped.items() if k != 'quick']
 
 
 # -----------------------------------------------------------------------------
@@ -58,14 +112,20 @@ def say_once(note):
 
 
 def finite(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A number a run can write: not a bool, nan or inf, nor so large that squaring it overflows."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e100
+
+
+def count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 # what each field a report reads must hold: a hand-edited record that breaks one is skipped, named
 FIELD_CHECKS = {
     'sweep': {'key': lambda v: isinstance(v, dict), 'config': lambda v: isinstance(v, str) and v,
               'seed': lambda v: isinstance(v, int) and not isinstance(v, bool),
-              'lr': lambda v: finite(v) and v > 0, 'size': lambda v: isinstance(v, str),
+              'lr': lambda v: finite(v) and v > 0,
+              'size': lambda v: isinstance(v, str) and re.fullmatch(r'\d+x\d+', v),
               'budget': lambda v: isinstance(v, str), 'budget_value': finite,
               'optimizer': lambda v: isinstance(v, str), 'data_dir': lambda v: isinstance(v, str),
               'val_loss': lambda v: finite(v) and v >= 0, 'params': lambda v: finite(v) and v > 0,
@@ -75,12 +135,17 @@ FIELD_CHECKS = {
               **dict.fromkeys(('hellaswag_acc_norm', 'hellaswag_acc'),
                               lambda v: v is None or finite(v) and 0 <= v <= 1),
               'schedule': lambda v: v in ('cosine', 'wsd', 'constant'),
-              'corpus': lambda v: isinstance(v, str),
+              'corpus': lambda v: isinstance(v, str), 'val_set': lambda v: isinstance(v, str),
               'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
               'curve': lambda v: isinstance(v, list) and all(
                   isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4])
                   for p in v)},
-    'probe': {'key': lambda v: isinstance(v, dict), 'acc': finite, 'lr': finite},
+    'probe': {'key': lambda v: isinstance(v, dict), 'acc': lambda v: finite(v) and 0 <= v <= 1,
+              'lr': lambda v: finite(v) and v > 0, **dict.fromkeys(('width', 'T', 'N'), count),
+              'steps_run': lambda v: count(v) or v == 0, 'params': count,
+              'solved_at': lambda v: v is None or finite(v),
+              'curve': lambda v: isinstance(v, list) and all(
+                  isinstance(p, list) and len(p) == 3 and all(map(finite, p)) for p in v)},
 }
 
 
@@ -144,6 +209,8 @@ def read_results(path, kind='sweep'):
         # a field a report reads, broken (a hand-edited record: NaN, null, a string for a number)
         field = next((k for k, ok in FIELD_CHECKS[kind].items()
                       if (not ok(r[k]) if k in r else k in ('params', 'tokens', 'curve'))), None)
+        if not field and r['key'].get('budget_value', r.get('budget_value')) != r.get('budget_value'):
+            field = 'budget_value'  # (the key says what ran: a record that contradicts it misleads)
         if field:
             say_once(f"{path} line {n}: its {field!r} is missing or not what {kind}.py writes "
                      f"({json.dumps(r.get(field))[:40]}): the record is skipped")
@@ -168,6 +235,7 @@ def read_results(path, kind='sweep'):
 
 def check_writable(path):
     """A UsageError now, before any training, if the results file cannot be appended to later."""
+    regular_file(path, '--results', output=True)  # a device or a pipe is not a results file
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -474,17 +542,15 @@ def read_config(run_dir):
     return config
 
 
-def record_of(plan, wall_s, branched=None):
-    """The results-file record of a finished run, from its log.jsonl and config.json: its last
-    evaluation is the one at the checkpoint's iteration, or it is not a finished run."""
+def record_of(plan, wall_s, branched, meta):
+    """The results-file record of a finished run, from its log.jsonl and config.json, and `meta`,
+    the data its checkpoint says it trained on: its last evaluation is the one at the checkpoint's
+    iteration, or it is not a finished run."""
     rows = read_log(plan.run_dir)
     evals = [r for r in rows if 'val_loss' in r]
     last, cfg = rows[-1], read_config(plan.run_dir)
     model = model_config(cfg)
-    try:  # what it trained on, in a few words
-        corpus = describe_data(read_meta(cfg['data_dir']), cfg['data_dir'])
-    except UsageError:  # meta.json unreadable
-        corpus = f"? in {cfg['data_dir']}"
+    corpus = describe_data(meta, cfg['data_dir'])  # what it trained on, in a few words
     return {'kind': 'sweep', 'key': plan.key, **plan.fields, **dict(
         val_loss=evals[-1]['val_loss'], best_val=min(r['val_loss'] for r in evals),
         val_bpb=evals[-1].get('val_bpb'), val_se=evals[-1].get('val_se'),

@@ -13,13 +13,11 @@ results file, then tables and plots from that file alone.
     python sweep.py --quick                                        # the machinery in about a minute
 
 Runs are train.py processes (`jobs` at a time, cores/jobs threads each); any train.py key given here
-applies to every run. Each finished run appends one record (config, seed, lr, budget, val loss,
-seconds, tokens, FLOPs, the eval curve) to the results file, found again by its key: the run's
-settings as train.py resolves them and the data's fingerprint, less NO_EFFECT. A rerun skips recorded
-runs and resumes stopped ones; Ctrl-C stops the runs (they save) and the sweep; sweeps may share a
-results file. Budgets (one value or several) become iterations per config, where the schedule ends;
-with --lr_schedule=wsd one constant-lr run serves every budget of a (config, lr, seed), branched at
-each cooldown (Hagele et al. 2024). Results go to out-sweep/ unless --results names a file.
+applies to every run. Each finished run appends one record to the results file, found again by its
+key: the run's settings as train.py resolves them and the data's fingerprint, less NO_EFFECT. A
+rerun skips recorded runs and resumes stopped ones; Ctrl-C stops the runs (they save). Budgets
+become iterations per config, where the schedule ends; with --lr_schedule=wsd one constant-lr run
+serves every budget of a (config, lr, seed), branched at each cooldown (Hagele et al. 2024).
 """
 import os
 import signal
@@ -28,7 +26,6 @@ if __name__ == "__main__":  # Ctrl-C while the imports load (torch takes seconds
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 import dataclasses
-import glob
 import hashlib
 import json
 import math
@@ -49,15 +46,16 @@ try:
 except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
     fcntl = None
 
-from configurator import (UsageError, exec_config_file, lock_folder, nearest, parse_config, require,
-                          run_main)
+from configurator import (UsageError, exec_config_file, lock_folder, parse_config,
+                          regular_file, require, run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
 from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from report import markdown_table, plot_runs, sweep_report
-from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr, check_writable,
-                   read_results, record_of, run_id, run_summary, setting, tuned_lrs)
+from stats import (ARCH, BUDGET, DEFAULTS, RUN_COLUMNS, SHAPE, append_record, best_lr,
+                   check_writable, config_paths, differing, keys_given, numbers, read_results,
+                   record_of, run_id, run_summary, setting, split_flags, tuned_lrs)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
@@ -161,10 +159,9 @@ def threads_per_run(sweep):
 
 def integer(text):
     """'4200' or '8.5e6' as an int; a ValueError for '1.5'."""
-    value = float(text)
-    if not value.is_integer():
+    if not float(text).is_integer():
         raise ValueError(text)
-    return int(value)
+    return int(float(text))
 
 
 def digest(key):
@@ -274,20 +271,33 @@ def learning_rates(sweep, records, first):
         budget = max(values) if kind == 'max_iters' else None
         best = (tuned_lrs(same, size, schedule=schedule, budget=budget).get(key['config'])
                 or tuned_lrs(same, size, schedule=schedule).get(key['config']))  # any budget
-        if best is None:
+        if best is None:  # the nearest setting the file holds: what differs, and how to ask for it
+            near = sorted((setting(r, drop) for r in records if r['config'] == key['config']),
+                          key=lambda s: len(differing([s, want])))
+            diff = near and differing([near[0], want])
+            ran, asked = ({k: s.get(k, DEFAULTS.get(k)) for k in diff or ()} for s in (near[0], want))
+            how = '; '.join(f"it ran {k}={ran[k]!r} (this sweep: {asked[k]!r}): "
+                            + TUNE_HINTS.get(k, f"pass --{k}={ran[k]}") for k in diff or ())
             raise UsageError(f"--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} with this sweep's setting (data, recipe, schedule, "
-                             "device...) to tune from; run an lr grid first (--learning_rate=5e-4,"
-                             "1e-3,2e-3)")
+                             f"{key['config']} with this sweep's setting to tune from; "
+                             + (f"{how}" if how else "run an lr grid first (--learning_rate=5e-4,"
+                                "1e-3,2e-3)"))
         print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of "
               f"{len(same)} record(s) of this setting at {sorted({r['size'] for r in same})}",
               file=sys.stderr)
         return [best]
     if sweep.lr_scale:
-        return [first.fields['lr'] * f for f in numbers('lr_scale', sweep.lr_scale, float)]
+        return list(dict.fromkeys(first.fields['lr'] * f
+                                  for f in numbers('lr_scale', sweep.lr_scale, float)))
     if not sweep.learning_rate:
         return [0.0]  # the config's own
-    return numbers('learning_rate', sweep.learning_rate, float)
+    return list(dict.fromkeys(numbers('learning_rate', sweep.learning_rate, float)))  # each once
+
+
+# how to ask for a setting of a tuned grid that is not a train.py key
+TUNE_HINTS = {'threads': "a CPU run's sums change with its thread count, cores / --jobs",
+              'data': "its data_dir held other data (prepare it again, or pass its --data_dir)",
+              'hellaswag': "pass the --hellaswag items and --hellaswag_limit it ran with"}
 
 
 def plan_sweep(sweep, paths, overrides, records):
@@ -434,7 +444,13 @@ class Sweep:
             if not state.get('finished') or (plan.iters is not None and at != plan.iters):
                 return self.note(plan, None, f"{plan.run_dir} ended at iter {at} without finishing "
                                              f"its {plan.iters} iterations; not recorded")
-            record = record_of(plan, wall, branched)
+            if fingerprint(state['meta']) != plan.key['data']:  # a record says what it trained on
+                return self.note(plan, None, f"{plan.run_dir} trained on data "
+                                             f"{fingerprint(state['meta'])}, not the "
+                                             f"{plan.key['data']} this sweep planned: "
+                                             f"{plan.fields['data_dir']} was prepared anew during "
+                                             "the sweep; not recorded: rerun the sweep")
+            record = record_of(plan, wall, branched, state['meta'])
             if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
                 out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
                 limit, device = plan.key['hellaswag']['limit'], plan.key['device']
@@ -461,7 +477,7 @@ class Sweep:
                 dt = time.time() - self.t0
                 eta = dt / max(self.done, 1e-9) * max(self.left - self.done, 0)
                 print(f"[{len(self.recorded)}] {os.path.basename(plan.run_dir)}: val "
-                      f"{record['val_loss']:.4f} ({record['wall_s']:.0f}s; {dt / 60:.1f} min "
+                      f"{record['val_loss']:.4f} ({record['wall_s']:.0f}s wall; {dt / 60:.1f} min "
                       f"elapsed, ETA {eta / 60:.1f} min)", file=sys.stderr, flush=True)
             elif why == 'stopped' or why is None:
                 self.stopped.append(plan)
@@ -489,8 +505,8 @@ def run_unit(unit, runs):
 
 
 def run_all(sweep, plans, results_path, stopper):
-    """Run every planned run not already in the results file, `jobs` at a time, with an ETA; True
-    when every one is recorded. A signal stops them all: the running ones save, none more starts."""
+    """Run every planned run not already in the results file, `jobs` at a time; True when every one
+    is recorded. A signal stops them all: the running ones save, none more starts."""
     done = {run_id(r['key']) for r in read_results(results_path)}
     todo = [p for p in plans if run_id(p.key) not in done]
     runs = Sweep(sweep, results_path, stopper)
@@ -506,8 +522,10 @@ def run_all(sweep, plans, results_path, stopper):
     chains = sum(1 for u in units if u[0].trunk)
     how = f" ({chains} constant-lr runs branched into cooldowns)" if chains else ""
     print(f"{len(todo)} runs to do{how} ({len(plans) - len(todo)} already in {results_path}), "
-          f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each",
-          file=sys.stderr, flush=True)
+          f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each; a line per run "
+          "gives its process's wall seconds (start-up, evaluations, a branch's constant-lr run and "
+          "sharing the cores included), a table's 'train s / run s' its training steps' seconds and "
+          "its own clock", file=sys.stderr, flush=True)
     with ThreadPoolExecutor(max_workers=sweep.jobs) as pool:
         futures = [pool.submit(run_unit, u, runs) for u in units]
         while not all(f.done() for f in futures):
@@ -530,8 +548,7 @@ def run_all(sweep, plans, results_path, stopper):
 
 
 def check_data(sweep, data_dirs):
-    """Every config's data, once, before any run starts: a missing or broken dataset is one line
-    naming the command that makes it (--quick makes the stdlib corpus it needs, in a second)."""
+    """Every config's data before any run starts (--quick makes the stdlib corpus it needs)."""
     for data_dir in data_dirs:
         stdlib = os.path.normpath(data_dir) == os.path.join('data', 'stdlib_byte')
         if sweep.quick and not os.path.exists(data_dir) and stdlib:
@@ -545,8 +562,8 @@ def check_data(sweep, data_dirs):
 
 
 def announce(plans):
-    """Say, before the runs start, every value the sweep chose for them (never one the user or the
-    recipe set), and where evaluation would take more than a quarter of a run's time."""
+    """Say every value the sweep chose (never one the user or the recipe set), and where evaluation
+    would take more than a quarter of a run's time."""
     said = {}
     for p in plans:
         for k, v in p.derived.items():
@@ -570,26 +587,8 @@ def announce(plans):
               "fewer with --eval_interval or --eval_iters", file=sys.stderr)
 
 
-def main(argv):
-    if not argv:  # every config at its default budget: not what a first try should start unasked
-        raise UsageError("a bare sweep trains every config for hours on a CPU; see it work first: "
-                         "python sweep.py --quick (about a minute), or name what to compare: "
-                         "--configs=gpt,gmlp --max_iters=500 (python sweep.py --help)")
-    own, overrides = split_flags(argv, SweepConfig, TrainConfig)
-    positional = [a for a in own if not a.startswith('--')]
-    sweep = parse_config(SweepConfig, [a for a in own if a.startswith('--')], config_files=False,
-                         doc=__doc__, usage="python sweep.py [config.py ... | --configs=NAME,...] "
-                                            "[--key=value ...]")
-    if sweep.plot:
-        if not positional:
-            raise UsageError("--plot needs run directories: "
-                             "python sweep.py --plot out-gpt out-gmlp")
-        rows = [run_summary(d) for d in positional]
-        print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
-        png = sweep.png or os.path.join(sweep.out_prefix, 'runs.png')
-        if plot_runs(positional, png):
-            print(f"plot: {png}", file=sys.stderr)
-        return rows
+def check_arguments(sweep, argv):
+    """Everything the command line alone can get wrong, said now in one line; the keys it gives."""
     given = keys_given(argv)
     budget_of(sweep)  # a bad budget is one line now, before anything runs; a bad lr too
     for key in [k for k in ('learning_rate', 'lr_scale')
@@ -612,6 +611,32 @@ def main(argv):
     if 'sizes' in given and not sweep.scaling:
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
+    return given
+
+
+def main(argv):
+    if not argv:  # every config at its default budget: not what a first try should start unasked
+        raise UsageError("a bare sweep trains every config for hours on a CPU; see it work first: "
+                         "python sweep.py --quick (about a minute), or name what to compare: "
+                         "--configs=gpt,gmlp --max_iters=500 (python sweep.py --help)")
+    own, overrides = split_flags(argv, SweepConfig, TrainConfig)
+    positional = [a for a in own if not a.startswith('--')]
+    sweep = parse_config(SweepConfig, [a for a in own if a.startswith('--')], config_files=False,
+                         doc=__doc__, usage="python sweep.py [config.py ... | --configs=NAME,...] "
+                                            "[--key=value ...]")
+    if sweep.png:  # an output that is a device or a pipe: refused now, never replaced by a file
+        regular_file(sweep.png, '--png', output=True)
+    if sweep.plot:
+        if not positional:
+            raise UsageError("--plot needs run directories: "
+                             "python sweep.py --plot out-gpt out-gmlp")
+        rows = [run_summary(d) for d in positional]
+        print(json.dumps(rows, indent=1) if sweep.json else markdown_table(rows, RUN_COLUMNS))
+        png = sweep.png or os.path.join(sweep.out_prefix, 'runs.png')
+        if plot_runs(positional, png):
+            print(f"plot: {png}", file=sys.stderr)
+        return rows
+    given = check_arguments(sweep, argv)
     if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
         sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given
                                               and not (k == 'configs' and positional)})
@@ -671,9 +696,9 @@ def main(argv):
 # many runs as child processes: claims, and a stop that reaches every one
 
 def run_child(stopper, cmd, **kwargs):
-    """cmd in a session of its own (a terminal's Ctrl-C reaches it once: through `stopper`, which
-    sends on its signals), stdout discarded, stderr kept in a file (no pipe to close when this
-    process dies): a CompletedProcess, or None once stopped."""
+    """cmd in a session of its own (a terminal's Ctrl-C reaches it once, through `stopper`), stderr
+    kept in a file (no pipe to close when this process dies): a CompletedProcess, or None once
+    stopped."""
     with stopper.lock:
         if stopper:
             return None
@@ -692,9 +717,8 @@ def run_child(stopper, cmd, **kwargs):
 
 
 def claim(path, stopper=None, *, waiting=None):
-    """Hold the lock file `path` (made if missing) until the returned fd is closed or the process
-    ends: another sweep's claim is waited for, said once (`waiting`); None when `stopper` stops the
-    wait. No flock (Windows): no claim (-1)."""
+    """Hold the lock file `path` (lock_folder): another sweep's claim is waited for, said once;
+    None when `stopper` stops the wait. No flock (Windows): no claim (-1)."""
     if fcntl is None:
         return -1
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -708,72 +732,12 @@ def release(fd):
 
 
 def peek(path):
-    """A checkpoint's iter_num, finished and data fingerprint, read without loading its tensors;
-    {} when there is none or it cannot be read."""
+    """A checkpoint's iter_num, finished and meta (its data), its tensors unread; {}: none."""
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
-        return {'iter_num': ckpt.get('iter_num'), 'finished': ckpt.get('finished'),
-                'data': fingerprint(ckpt.get('meta'))}
+        return {k: ckpt.get(k) for k in ('iter_num', 'finished', 'meta')}
     except Exception:  # no file, truncated, not ours: nothing to resume
         return {}
-
-
-# -----------------------------------------------------------------------------
-# the tools' command lines: their own flags, and train.py's passed on to every run
-
-def split_flags(argv, cls, passed_on):
-    """(a script's own arguments, the flags it passes on to the dataclass `passed_on`): sweep.py
-    hands train.py's keys to train.py. A key neither knows is an error naming the nearest."""
-    mine = {f.name for f in dataclasses.fields(cls)}
-    theirs = {f.name for f in dataclasses.fields(passed_on)}
-    own, other = [], []
-    for arg in argv:
-        key = arg[2:].partition('=')[0] if arg.startswith('--') and arg != '--help' else None
-        if key is not None and key not in mine | theirs:
-            close = nearest(key, sorted(mine | theirs))
-            raise UsageError(f"unknown key {key!r}; " + (f"did you mean {', '.join(close)}?" if close
-                                                        else "run with --help to list the keys"))
-        (other if key in theirs and key not in mine else own).append(arg)
-    return own, other
-
-
-def numbers(name, texts, kind):
-    """A list flag's strings (--widths=64,128) as positive finite numbers of `kind`."""
-    try:
-        values = [kind(t) for t in texts]
-    except ValueError:
-        raise UsageError(f"--{name}={','.join(texts)}: give {kind.__name__}s separated by "
-                         "commas") from None
-    if not values or not all(0 < v < float('inf') for v in values):
-        raise UsageError(f"--{name}={','.join(texts)}: give one or more positive numbers")
-    return values
-
-
-def keys_given(argv):
-    """The keys of the `--key[=value]` flags in argv: what the user set on the command line."""
-    return {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
-
-
-def config_paths(names):
-    """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's."""
-    shipped = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))
-    known = [os.path.basename(p)[:-3] for p in shipped]
-    paths = []
-    for c in names:
-        if c.endswith('.py'):
-            if not os.path.isfile(c):
-                raise UsageError(f"config {c!r} not found")
-            paths.append(c)
-        elif c in known:
-            paths.append(os.path.relpath(shipped[known.index(c)]))
-        else:
-            archs = [k for k in known if k != 'quick']  # (quick.py is the quick start's, not one)
-            raise UsageError(f"unknown config {c!r}; choose among {', '.join(archs)} or pass a .py "
-                             "path")
-    paths = paths or [os.path.relpath(p) for p in shipped if not p.endswith('quick.py')]
-    if not paths:
-        raise UsageError("no configs: pass config files or run from the repository root")
-    return paths
 
 
 # -----------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class TrainConfig(GPTConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
     def val_seed(self):
-        """The seed of the evaluation batches: eval_seed, one val set for every run, or the run's."""
+        """The evaluation batches' seed: eval_seed, one val set for every run; -1: the run's."""
         return self.seed if self.eval_seed == -1 else self.eval_seed
 
     def cooldown_start(self):
@@ -184,8 +184,7 @@ def autocast_context(device_type, dtype):
 
 
 def micro_steps(accumulation, world):
-    """A process's micro-steps per iteration: gradient_accumulation_steps (global) over the
-    processes, rounded up where it does not divide (1 over 8 GPUs): then an iteration holds more."""
+    """A process's share of gradient_accumulation_steps (global), rounded up: 1 over 8 GPUs is 1."""
     return -(-accumulation // world)
 
 
@@ -319,8 +318,7 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 
 
 # -----------------------------------------------------------------------------
-# out_dir's files, written by the master process (guards.py keeps out_dir locked, and stages a
-# scratch run over a previous one in out_dir/.new/ until its first checkpoint moves that one to prev/)
+# out_dir's files, the master's to write (guards.py locks out_dir and keeps the previous run: prev/)
 
 def open_log(folder, cfg, start_iter, rows=()):
     """log.jsonl in `folder`, rewritten whole: on resume, its rows from before the checkpoint (an
@@ -546,7 +544,7 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
                 state.train_s += now - t_step
             state.elapsed_s = elapsed_s0 + now - t0
             if logged:
-                if not math.isfinite(lossf):
+                if not math.isfinite(lossf):  # (the weights: save() checks them)
                     raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped "
                                      "without saving")
                 steps = state.iter_num - first[0]  # the steps train_s counts (this process's)
@@ -561,7 +559,7 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
     finally:
         signals.restore()
         if log is not None:
-            with contextlib.suppress(OSError):  # the disk is still full: the log holds what it holds
+            with contextlib.suppress(OSError):  # (a full disk: the log holds what it holds)
                 log.close()
         if procs.master and os.path.isdir(cfg.out_dir):
             with contextlib.suppress(OSError):  # what is left is settled by the next run there
@@ -606,10 +604,9 @@ def train_step(model, optimizer, scaler, ctx, X, Y, batch, *, accum=1, grad_clip
 
 @torch.no_grad()
 def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
-    """The mean loss over the same eval_iters batches of each split every time, shared among the
-    processes, in bits per byte too, and its standard error from the spread of the batch losses
-    (how far this val sample's mean may sit from the split's). None when a signal cuts it short:
-    at once in one process; with DDP between batches, all together."""
+    """The mean loss over the same eval_iters batches of each split every time, over the processes,
+    in bits per byte too, and its standard error (how far this val sample's mean may sit from the
+    split's). None when a signal cuts it short: at once; with DDP between batches, all together."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
     t0, out = time.time(), {}
@@ -652,7 +649,7 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
 
 def record_eval(losses, state, cfg, log, flops_per_token):
     """Check an evaluation and log it; the best val loss so far."""
-    if not (math.isfinite(losses['train_loss']) and math.isfinite(losses['val_loss'])):
+    if not math.isfinite(losses['train_loss'] + losses['val_loss']):
         raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped without saving")
     if log is not None:
         write_row(log, {'iter': state.iter_num, **losses, 'lr': cfg.lr_at(state.iter_num),

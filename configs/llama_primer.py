@@ -2,6 +2,7 @@
 # squared-ReLU FFN, with RMSNorm and rotary positions kept; Primer's question asked on today's
 # baseline instead of on GPT-2's block.
 # parameters: 0.85M (get_num_params() at vocab_size=256, data/stdlib_byte)
+#   -0.4% vs gpt: ffn hidden 536, chosen by model.matched_width
 #   the FFN widened to give back the wpe table's parameters (match_params='gpt')
 #   python prepare.py --dataset=stdlib && python train.py configs/llama_primer.py
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import configurator as C
-import sweep
+import stats
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
@@ -143,4 +143,4 @@ def test_a_config_copied_to_another_folder_finds_the_shipped_recipe(tmp_path):
 
 def test_an_unknown_config_is_answered_with_architectures_only():
     with pytest.raises(C.UsageError, match=r"unknown config 'gtp'; choose among (?!.*quick)"):
-        sweep.config_paths(['gtp'])
+        stats.config_paths(['gtp'])

@@ -662,6 +662,32 @@ def test_a_path_a_user_names_is_a_regular_file_or_one_line(case, tmp_path):
     assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
 
 
+@pytest.mark.parametrize('case', ['sweep-report-png', 'sweep-plot-png', 'sweep-results', 'probe-png',
+                                  'probe-results', 'hellaswag-json'])
+def test_an_output_path_that_is_a_pipe_is_refused_never_replaced(case, tmp_path):
+    """An output named by the user that exists and is not a regular file (a FIFO here; /dev/null or
+    /dev/full as root alike) is refused in one line before any work, and is still what it was: the
+    atomic write never renames a file over it."""
+    import stat
+    fifo = tmp_path / 'out.fifo'
+    os.mkfifo(fifo)
+    results = os.path.join(HERE, 'results', 'sweep_stdlib.jsonl')
+    (tmp_path / 'run').mkdir()
+    script, args = {
+        'sweep-report-png': ('sweep.py', ['--report', f'--results={results}', f'--png={fifo}']),
+        'sweep-plot-png': ('sweep.py', ['--plot', str(tmp_path / 'run'), f'--png={fifo}']),
+        'sweep-results': ('sweep.py', ['--configs=gpt', f'--results={fifo}', '--max_iters=2']),
+        'probe-png': ('probe.py', ['--replot', f'--results={HERE}/results/probe.jsonl', f'--png={fifo}']),
+        'probe-results': ('probe.py', ['--quick', f'--results={fifo}']),
+        'hellaswag-json': ('hellaswag.py', ['--out_dir=nowhere', f'--json={fifo}']),
+    }[case]
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
+    assert re.match(r"error: --(png|results|json)[ =]'.*out.fifo' is not a regular file", proc.stderr), proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
 def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_dir, tmp_path, capsys):
     run(data_dir, tmp_path, '--max_iters=2', '--always_save_checkpoint')  # a bare bool is --key=true
     capsys.readouterr()

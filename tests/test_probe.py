@@ -106,7 +106,7 @@ def test_the_loss_ignores_non_answer_positions():
 def test_the_mixer_view_removes_exactly_the_channel_mlps():
     p = probe.ProbeConfig()
     for name in ('gpt', 'llama', 'primer_ez', 'swiglu', 'gmlp', 'amlp'):
-        path = sweep.config_paths([name])[0]
+        path = stats.config_paths([name])[0]
         block = GPT(GPTConfig(**probe.model_args(path, p, view='block', width=64, T=64)))
         mixer = GPT(GPTConfig(**probe.model_args(path, p, view='mixer', width=64, T=64)))
         b, m = dict(block.named_parameters()), dict(mixer.named_parameters())
@@ -121,7 +121,7 @@ def test_the_mixer_view_removes_exactly_the_channel_mlps():
 
 def test_configs_whose_mixers_are_one_model_share_a_run(tmp_path):
     p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'), views=['mixer', 'block'])
-    todo, _ = probe.plan(p, sweep.config_paths(['gpt', 'swiglu', 'geglu', 'llama', 'gmlp']), [64], [64], [4], [3e-3])
+    todo, _ = probe.plan(p, stats.config_paths(['gpt', 'swiglu', 'geglu', 'llama', 'gmlp']), [64], [64], [4], [3e-3])
     by_view = {view: sorted(names for (v, *_), _, _, names in todo if v == view) for view in ('mixer', 'block')}
     assert by_view['mixer'] == [['gmlp'], ['gpt', 'swiglu', 'geglu'], ['llama']]
     assert by_view['block'] == [['geglu'], ['gmlp'], ['gpt'], ['llama'], ['swiglu']]
@@ -133,7 +133,7 @@ def test_two_layer_attention_alone_solves_an_easy_setting():
     """GPT-2's attention with its MLP removed (the mixer view of configs/gpt.py), 2 layers, reaches
     0.99 held-out accuracy at T=32, N=4 within the test's budget: the probe can be passed."""
     p = probe.ProbeConfig(vocab_size=32, batch_size=128, budget=0.3, eval_interval=50, eval_seqs=256)
-    args = probe.model_args(sweep.config_paths(['gpt'])[0], p, view='mixer', width=64, T=32)
+    args = probe.model_args(stats.config_paths(['gpt'])[0], p, view='mixer', width=64, T=32)
     r = probe.train_run(args, p, probe.run_key(p, args, view='mixer', T=32, N=4, lr=3e-3), 1)
     assert r['solved'] and r['acc'] >= 0.99, r['curve']
     assert r['curve'][0][1] < 0.2  # learned, not given: about 1/16 (or less) at init
@@ -155,21 +155,21 @@ def test_bad_config_name_lists_the_valid_ones_in_one_line_exit_2():
 
 
 def test_config_names_and_paths_both_work_and_default_leaves_out_quick():
-    by_name = sweep.config_paths(['gpt', 'gmlp'])
-    by_path = sweep.config_paths([os.path.join(HERE, 'configs', 'gpt.py')])
+    by_name = stats.config_paths(['gpt', 'gmlp'])
+    by_path = stats.config_paths([os.path.join(HERE, 'configs', 'gpt.py')])
     assert [os.path.basename(p) for p in by_name] == ['gpt.py', 'gmlp.py']
     assert os.path.basename(by_path[0]) == 'gpt.py'
-    default = [os.path.basename(p) for p in sweep.config_paths([])]
+    default = [os.path.basename(p) for p in stats.config_paths([])]
     assert 'quick.py' not in default and '_recipe.py' not in default and {'gpt.py', 'gmlp.py', 'amlp.py'} <= set(default)
 
 
 def test_shape_overrides_keep_the_config_block_and_flags():
     p = probe.ProbeConfig()
-    args = probe.model_args(sweep.config_paths(['primer_ez'])[0], p, view='block', width=64, T=128)
+    args = probe.model_args(stats.config_paths(['primer_ez'])[0], p, view='block', width=64, T=128)
     assert [args[k] for k in ('attn', 'ffn', 'n_layer', 'n_embd', 'n_head', 'block_size', 'vocab_size')] == \
         ['mdha', 'relu2', 2, 64, 2, 128, 256]
-    assert probe.model_args(sweep.config_paths(['primer_ez'])[0], p, view='mixer', width=64, T=128)['ffn'] == 'none'
-    args = probe.model_args(sweep.config_paths(['gmlp'])[0], p, view='mixer', width=64, T=256)
+    assert probe.model_args(stats.config_paths(['primer_ez'])[0], p, view='mixer', width=64, T=128)['ffn'] == 'none'
+    args = probe.model_args(stats.config_paths(['gmlp'])[0], p, view='mixer', width=64, T=256)
     assert (args['block'], args['pos_emb'], args['match_params']) == ('gmlp', 'none', '')
 
 
@@ -180,7 +180,7 @@ def test_the_budget_follows_the_emergence_law():
 
 
 def fake_record(p, config, width, T, N, lr, acc, view='mixer'):
-    args = probe.model_args(sweep.config_paths([config])[0], p, view=view, width=width, T=T)
+    args = probe.model_args(stats.config_paths([config])[0], p, view=view, width=width, T=T)
     key = probe.run_key(p, args, view=view, T=T, N=N, lr=lr)
     return dict(kind='probe', key=key, **key, config=config, configs=[config], acc=acc, best_acc=acc,
                 solved=acc >= p.stop_acc, solved_at=10 if acc >= p.stop_acc else None, steps_run=10, seconds=1.0,
@@ -210,9 +210,24 @@ def test_results_file_round_trips_into_the_table(tmp_path):
         assert open(tmp_path / 'r.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
+def test_replot_skips_a_hand_edited_record_with_a_line_naming_it(tmp_path, capsys):
+    """A record edited by hand so a field a report reads is broken (T, curve, acc, width): skipped with a
+    line naming the file, the line and the field; never a traceback."""
+    p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'))
+    stats.append_record(p.results, fake_record(p, 'gpt', 64, 64, 4, 1e-3, 0.5))
+    edits = [('T', 'x'), ('curve', 'x'), ('curve', [[0, 'x', 1.0]]), ('acc', 1e308), ('width', 0), ('solved_at', 'x')]
+    for field, value in edits:
+        stats.append_record(p.results, {**fake_record(p, 'gmlp', 64, 64, 4, 1e-3, 0.25), field: value})
+    rows = probe.main([f'--results={p.results}', f'--png={tmp_path / "r.png"}', '--replot'])
+    assert len(rows) == 1
+    err = capsys.readouterr().err
+    for n, (field, _) in enumerate(edits, 2):
+        assert f"r.jsonl line {n}: its {field!r} is missing or not what probe.py writes" in err, err
+
+
 def test_rerun_skips_finished_runs_and_tries_the_next_lr_only_when_unsolved(tmp_path, monkeypatch):
     p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'), jobs=1)
-    paths = sweep.config_paths(['gpt', 'gmlp'])
+    paths = stats.config_paths(['gpt', 'gmlp'])
     calls = []
 
     def fake_train_run(args, probe_, key, threads=None, log=False):

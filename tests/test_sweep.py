@@ -4,6 +4,7 @@ from its start to its record, only finished runs are recorded, a file shared wit
 stays readable, Ctrl-C stops the sweep and its runs, and warmup-stable-decay branches equal straight
 runs. Tiny shapes on a corpus each test writes.
 """
+import dataclasses
 import json
 import os
 import re
@@ -327,7 +328,12 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     group, = report.transfer_groups(report.summary_rows(small + other)).values()
     assert {r['shape'] for r in group} == {'1x32 (stdlib)', '1x32 (site)'}
     # the rows a table names apart by their corpus ('x (data=site)') are one config across the shapes here
-    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles; Δ -0.1500 ± 0.0000 |' in report.transfer_tables(group)
+    text = report.transfer_tables(group)
+    assert '| x | 20.0 | -0.0500 ± 0.0000 (n=3) | -0.2000 ± 0.0000 (n=3) | doubles; Δ -0.1500 ± 0.0000 |' in text
+    # the same size on another corpus is another shape, not a larger one
+    assert 'what it does from 1x32 (site) to each other shape' in text and 'larger shape' not in text
+    group, = report.transfer_groups(report.summary_rows(small + large)).values()
+    assert 'what it does from 1x32 to each larger shape' in report.transfer_tables(group)
     r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
     assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
 
@@ -500,6 +506,30 @@ def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_pat
         assert runs.run(p) is None
     assert runs.failed and not os.path.exists(tmp_path / 'r.jsonl')
     assert 'ended at iter 2 without finishing its 8 iterations; not recorded' in capsys.readouterr().err
+
+
+def test_a_corpus_prepared_anew_during_a_sweep_is_not_recorded_under_the_old_data(tmp_path, capsys):
+    """The sweep plans a run on data A (its key holds A's fingerprint); the folder is prepared anew (data B)
+    before the run trains: the run trained on B is not recorded under A's key, and the sweep says why. A
+    record names the data its checkpoint trained on."""
+    import prepare
+    corpus = tmp_path / 'corpus.txt'
+    corpus.write_text('the cat sat on the mat. ' * 400)
+    data = tmp_path / 'data'
+    prepare.main([f'--input={corpus}', f'--out_dir={data}'])
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), max_iters=['4'])
+    plans = [sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg, [*TINY, f'--data_dir={data}'],
+                            seed=s, lr=1e-3, size=None) for s in (1, 2)]
+    results = str(tmp_path / 'r.jsonl')
+    with guards.Signals('', forward=True) as stopper:
+        runs = sweep.Sweep(cfg, results, stopper)
+        assert runs.run(plans[0]) is not None  # trained on A: recorded under A
+        corpus.write_text('a dog ran under a log. ' * 400)
+        prepare.main([f'--input={corpus}', f'--out_dir={data}'])  # B, between two runs of the sweep
+        assert runs.run(plans[1]) is None
+    recs = stats.read_results(results)
+    assert len(recs) == 1 and recs[0]['seed'] == 1 and runs.failed == [plans[1]]
+    assert 'was prepared anew during the sweep; not recorded: rerun the sweep' in capsys.readouterr().err
 
 
 def test_a_failed_run_is_said_by_its_own_error_line_and_the_command_that_reruns_it(tmp_path):
@@ -789,7 +819,10 @@ def test_report_skips_a_hand_edited_record_it_cannot_read_and_never_picks_nan(tm
              ('params', None), ('curve', [[1, 2]]), ('budget_value', None), ('key', []),
              # every field a report reads, checked where it is read: a loss is not negative, tokens not 0
              ('val_loss', -0.5), ('tokens', 0), ('tokens', -64), ('wall_s', 'long'), ('elapsed_s', -1.0),
-             ('hellaswag_acc_norm', 1.5), ('hellaswag_acc', 'x'), ('schedule', 'linear'), ('corpus', 3)]
+             ('hellaswag_acc_norm', 1.5), ('hellaswag_acc', 'x'), ('schedule', 'linear'), ('corpus', 3),
+             # a number too large to square, a size that is not LAYERSxWIDTH, a val set that is not words,
+             # a budget the key (what ran) contradicts
+             ('val_loss', 1e308), ('size', '3y96'), ('val_set', 3), ('budget_value', 20)]
     lines = [json.dumps(r) for r in good]
     for field, value in edits:
         lines.append(json.dumps({**record('gpt', 1, 1.0, lr=4e-3), field: value}))
@@ -950,10 +983,23 @@ def test_a_tuned_lr_comes_from_a_grid_of_the_same_setting_and_says_so(tmp_path, 
                  'key': {**first.key, 'seed': seed, 'learning_rate': lr, 'min_lr': lr / 10, **changed}}
                 for lr, loss in losses.items() for seed in (1, 2)]
     other = grid({4e-3: 1.0, 1e-3: 3.0}, weight_decay=0.5) + grid({4e-3: 1.0}, batch_size=64)
-    with pytest.raises(UsageError, match="no finished runs of gpt with this sweep's setting"):
+    with pytest.raises(UsageError, match=r"no finished runs of gpt with this sweep's setting to tune from; it ran "
+                                         r"(weight_decay=0.5 \(this sweep: 0.1\): pass --weight_decay=0.5|"
+                                         r"batch_size=64 \(this sweep: 4\): pass --batch_size=64)$"):
         sweep.learning_rates(cfg, other, first)
+    # a grid that ran at another thread count (another --jobs): the refusal says threads is the difference
+    threads = grid({4e-3: 1.0, 1e-3: 3.0}, threads=first.key['threads'] + 1)
+    with pytest.raises(UsageError, match=rf"it ran threads={first.key['threads'] + 1} \(this sweep: "
+                                         rf"{first.key['threads']}\): a CPU run's sums change with its thread "
+                                         r"count, cores / --jobs$"):
+        sweep.learning_rates(cfg, threads, first)
     same = grid({5e-4: 2.5, 1e-3: 2.0, 2e-3: 2.2})
     assert sweep.learning_rates(cfg, other + same, first) == [1e-3]
+    # an lr given twice is one lr of the grid: planned once, counted once
+    twice = dataclasses.replace(cfg, learning_rate=['1e-3', '2e-3', '0.001'])
+    assert sweep.learning_rates(twice, [], first) == [1e-3, 2e-3]
+    assert sweep.learning_rates(dataclasses.replace(cfg, learning_rate=[], lr_scale=['1', '2', '1.0']), [],
+                                first) == [first.fields['lr'], 2 * first.fields['lr']]
     assert '--learning_rate=tuned is 0.001, the best of 6 record(s) of this setting' in capsys.readouterr().err
 
 
@@ -1056,3 +1102,54 @@ def test_a_plot_title_carries_no_hash():
     assert fig.text == 'stdlib (cpython 3.11.7) in data/stdlib_byte, size 3x96'
     report.suptitle(fig, 'text (sha256 b2b8c56a8024) in data/x')
     assert fig.text == 'text in data/x'
+
+
+def test_two_studies_with_one_out_the_second_is_refused(tmp_path):
+    """results/h200/study_5x288.sh: a second study with the OUT of a running one would wipe its work
+    folder and log, and the first's deadline would stop it: it is refused in one line, before anything."""
+    import fcntl
+    out = tmp_path / 'study'
+    out.mkdir()
+    with open(out / '.study.lock', 'a') as held:  # the first study, running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = subprocess.run(['bash', os.path.join(HERE, 'results', 'h200', 'study_5x288.sh')], cwd=HERE,
+                           env={**os.environ, 'OUT': str(out), 'PY': 'false'}, capture_output=True, text=True,
+                           timeout=60)
+    assert r.returncode == 2 and r.stderr == f"error: another study is running with OUT={out}; wait for it, or " \
+                                              "pass another OUT\n", r.stderr
+    assert sorted(os.listdir(out)) == ['.study.lock']  # nothing of the first's touched, nothing started
+
+
+def test_a_plot_draws_a_t_band_from_three_seeds_and_says_so_below(monkeypatch):
+    """Two seeds' t interval has one degree of freedom (12.7 x the s.e.): it would swamp the curves. A
+    band is drawn from three seeds on, and the legend of a curve of two says it has none."""
+    assert report.n_text([2], '; band: 95% CI', report.BAND_SEEDS) == 'n = 2 seeds; no band under 3 seeds'
+    assert report.n_text([3], '; band: 95% CI', report.BAND_SEEDS) == 'n = 3 seeds; band: 95% CI'
+    assert report.n_text([1], '; band: 95% CI', report.BAND_SEEDS) == 'n = 1 seed'
+    assert report.n_text([2], '; bars: sd') == 'n = 2 seeds; bars: sd'
+    plt = report.pyplot()
+    if plt is None:
+        pytest.skip('no matplotlib')
+    for seeds, bands in ((2, 0), (3, 1)):
+        fig, ax = plt.subplots()
+        report.plot_curves(ax, [0, 1, 2], [[3.0 + s / 10, 2.5, 2.0 - s / 10] for s in range(seeds)], 'x')
+        assert len(ax.collections) == bands, seeds
+        plt.close(fig)
+
+
+def test_a_mark_tests_every_inequality_it_claims():
+    """'halves' claims -|a|/2 < b < |a|/2: with paired seeds both 2b - a and 2b + a must exclude 0, not
+    one of them (a synthetic case where only 2b - a is resolved, and neither gap's sign is known, is
+    unresolved); a gap that collapses to about zero is a resolved halving, not an unresolved flip."""
+    def row(by_seed):
+        mean, half, _ = stats.interval(list(by_seed))
+        return {'vs_gpt': mean, 'vs_gpt_half': half, 'vs_gpt_by_seed': dict(enumerate(by_seed, 1))}
+    a = [0.5, 0.1, 0.3]  # mean 0.3, its sign not resolved over three seeds
+    b = [v / 2 - 0.05 for v in a]  # 2b - a = -0.1 at every seed; 2b + a spreads with a
+    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
+    assert mark.startswith('halves (unresolved)'), mark
+    a, b = [0.30, 0.32, 0.31], [-0.01, 0.005, -0.004]  # resolved, then about zero (its sign unknown)
+    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
+    assert mark.startswith('halves; ') and '(unresolved)' not in mark, mark
+    a, b = [0.10, 0.11, 0.12], [0.40, 0.43, 0.45]  # a doubling, every inequality resolved
+    assert report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)[0].startswith('doubles; ')

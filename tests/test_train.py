@@ -110,48 +110,56 @@ def built_params(path, vocab_size):
     return GPT(GPTConfig(**{**cfg.model_args(), 'vocab_size': vocab_size})).get_num_params()
 
 
-def test_every_architecture_config_states_only_its_block_on_the_shared_recipe():
+@pytest.mark.parametrize('name', ARCHS)
+def test_every_architecture_config_states_only_its_block_on_the_shared_recipe(name):
     """An architecture config starts from the shared recipe and is matched to gpt's parameters: what
     README's "Adding a block" asks of a new one."""
     assert 'gpt' in ARCHS and 'quick' not in ARCHS
-    for name in ARCHS:
-        text = open(os.path.join(HERE, 'configs', f'{name}.py')).read()
-        assert 'from _recipe import *' in text, f"configs/{name}.py must start with `from _recipe import *`"
-        cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
-        assert name == 'gpt' or cfg.match_params == 'gpt', f"configs/{name}.py must set match_params = 'gpt'"
+    text = open(os.path.join(HERE, 'configs', f'{name}.py')).read()
+    assert 'from _recipe import *' in text, f"configs/{name}.py must start with `from _recipe import *`"
+    cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+    assert name == 'gpt' or cfg.match_params == 'gpt', f"configs/{name}.py must set match_params = 'gpt'"
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))
-def test_config_parameter_comment_matches_model(path):
+def test_config_header_is_what_its_command_computes(path):
+    """Every figure of a config's header comment (its parameters; matched to gpt: how far from gpt's
+    count and the width that gets there) is what `python tests/config_header.py CONFIG` prints."""
+    from config_header import header
     stated, vocab = param_comment(path)
+    text = open(path).read()
+    data = re.search(r"# parameters: .* at vocab_size=\d+, ([^)]*)\)", text).group(1)
+    want, rel = header(path, vocab, data), os.path.relpath(path, HERE)
+    got = [line for line in text.splitlines() if line.startswith('# parameters:') or ' vs gpt: ' in line]
+    assert got == want, (f"{rel}'s header says {got}; `python tests/config_header.py {rel} --vocab_size={vocab} "
+                         f"--data={data}` computes {want}: write those lines")
     n = built_params(path, vocab)
-    assert f"{n / 1e6:.2f}" == f"{stated:.2f}", f"{path} builds {n:,} parameters, its comment says {stated}M"
     if os.path.basename(path)[:-3] in ARCHS:  # matched to the gpt baseline within 1% (match_params='gpt')
         base = built_params(os.path.join(HERE, 'configs', 'gpt.py'), vocab)
         assert abs(n / base - 1) < 0.01, f"{path}: {n:,} parameters vs gpt's {base:,}"
 
 
-def test_architecture_configs_train_what_the_results_table_reports():
+@pytest.mark.parametrize('name', ARCHS)
+def test_architecture_configs_train_what_the_results_table_reports(name):
     """GUIDE.md says `train.py configs/gmlp.py` trains the run RESULTS.md §2's main table reports: every
     architecture config's corpus, shape, iterations and learning rate are those of that table's row
     in the committed results file, the best lr of its grid."""
     from report import summary_rows
     from stats import read_results
     rows = summary_rows(read_results(os.path.join(HERE, 'results', 'sweep_stdlib.jsonl')))
-    for name in ARCHS:
-        cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
-        size = f"{cfg.n_layer}x{cfg.n_embd}"
-        row = [r for r in rows if r['config'] == name and r['data_dir'] == cfg.data_dir and r['size'] == size
-               and r['budget'] == f"max_iters={cfg.max_iters}" and r['optimizer'] == cfg.optimizer]
-        if not row and name in NOT_YET_TUNED:
-            continue
-        assert len(row) == 1, (f"configs/{name}.py has no row in results/sweep_stdlib.jsonl at {cfg.data_dir}, "
-                               f"{size}: run its lr grid as RESULTS.md §2 says (python sweep.py --configs={name} "
-                               "... --results=results/sweep_stdlib.jsonl) and set its best lr, or name it in "
-                               "NOT_YET_TUNED in test_train.py until you have")
-        assert row[0]['n'] >= 3 and row[0]['runs'][0]['block_size'] == cfg.block_size
-        assert cfg.learning_rate == row[0]['lr'] and cfg.min_lr == pytest.approx(cfg.learning_rate / 10), \
-            f"configs/{name}.py: learning_rate {cfg.learning_rate}, the table's best is {row[0]['lr']}"
+    cfg = parse_config(train.TrainConfig, [os.path.join(HERE, 'configs', f'{name}.py')])
+    size = f"{cfg.n_layer}x{cfg.n_embd}"
+    row = [r for r in rows if r['config'] == name and r['data_dir'] == cfg.data_dir and r['size'] == size
+           and r['budget'] == f"max_iters={cfg.max_iters}" and r['optimizer'] == cfg.optimizer]
+    if not row and name in NOT_YET_TUNED:
+        return
+    assert len(row) == 1, (f"configs/{name}.py has no row in results/sweep_stdlib.jsonl at {cfg.data_dir}, "
+                           f"{size}: run its lr grid as RESULTS.md §2 says (python sweep.py --configs={name} "
+                           "... --results=results/sweep_stdlib.jsonl) and set its best lr, or name it in "
+                           "NOT_YET_TUNED in test_train.py until you have")
+    assert row[0]['n'] >= 3 and row[0]['runs'][0]['block_size'] == cfg.block_size
+    assert cfg.learning_rate == row[0]['lr'] and cfg.min_lr == pytest.approx(cfg.learning_rate / 10), \
+        f"configs/{name}.py: learning_rate {cfg.learning_rate}, the table's best is {row[0]['lr']}"
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: os.path.basename(p))

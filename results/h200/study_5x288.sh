@@ -10,12 +10,15 @@
 # results/h200/study_2026-11-26_h100.txt), so that what starts can finish, and only when its previous sweep ended whole (a grid cut short tunes no seeds). A stopped
 # constant-lr run starts over in the next session (its checkpoint goes with the machine).
 # Each session continues from the committed records. The work folder is OUT's own: two studies with
-# different OUT share nothing, and a stop of one never stops the other or a later one.
+# different OUT share nothing, and a stop of one never stops the other or a later one; a second study
+# with the same OUT is refused (a flock on OUT/.study.lock, released when the first ends).
 # Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
 set -u
 OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-3}; STAGE_S=${STAGE_S:-480}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+exec 9>>"$OUT/.study.lock"  # one study per OUT: a second would wipe the first's work folder and log
+flock -n 9 || { echo "error: another study is running with OUT=$OUT; wait for it, or pass another OUT" >&2; exit 2; }
 S=/tmp/study-$(echo "$OUT" | sha256sum | cut -c1-12); rm -rf "$S"; mkdir -p "$S/logs"
 R=$OUT/shapes_site.jsonl; LOG=$OUT/study.log; : > "$LOG"
 if [ "${SMALL:-0}" = 1 ]; then
