@@ -115,26 +115,23 @@ class TrainConfig(GPTConfig):
                              f"{self.warmup_iters} (or set decay_lr=False for a constant rate)")
         start = self.cooldown_start()
         if self.decay_lr and self.lr_schedule == 'wsd' and start < self.warmup_iters:
-            raise ValueError(f"lr_schedule='wsd': the cooldown (the last {self.cooldown_frac:g} "
-                             f"of lr_decay_iters={self.lr_decay_iters}) starts at iter {start}, "
-                             f"inside warmup_iters={self.warmup_iters}: lower warmup_iters or "
-                             "cooldown_frac, or raise lr_decay_iters")
+            raise ValueError(f"lr_schedule='wsd': its cooldown (the last {self.cooldown_frac:g})"
+                             f" starts at iter {start}, inside warmup_iters={self.warmup_iters}: "
+                             "lower warmup_iters or cooldown_frac")
         # the model's own checks; vocab_size 0 means "the data's", known only once data_dir is read
         # (and with it whether match_params can match: train.py checks that once it knows)
         model = GPTConfig(**{**self.model_args(), 'vocab_size': self.vocab_size or 1})
         if self.vocab_size and self.match_params:
             matched_width(model)
 
-    def model_args(self):
-        """The GPTConfig fields of this config, as a dict."""
+    def model_args(self):  # the GPTConfig fields of this config, as a dict
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
     def val_seed(self):
         """The evaluation batches' seed: eval_seed, one val set for every run; -1: the run's."""
         return self.seed if self.eval_seed == -1 else self.eval_seed
 
-    def cooldown_start(self):
-        """wsd: the iteration where the cooldown begins (the lr is constant before it)."""
+    def cooldown_start(self):  # wsd: the iteration where the cooldown begins
         return self.lr_decay_iters - round(self.cooldown_frac * self.lr_decay_iters)
 
     def lr_at(self, it):
@@ -165,11 +162,10 @@ class TrainConfig(GPTConfig):
 
 def resolve_dtype(name, device_type):
     """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
+    bf16 = device_type == 'cuda' and torch.cuda.is_bf16_supported()
     if name == 'auto':
-        if device_type != 'cuda':
-            return 'float32'
-        return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
-    if name == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
+        return 'float32' if device_type != 'cuda' else 'bfloat16' if bf16 else 'float16'
+    if name == 'bfloat16' and device_type == 'cuda' and not bf16:
         raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or "
                          "float32")
     return name
@@ -178,9 +174,8 @@ def resolve_dtype(name, device_type):
 def autocast_context(device_type, dtype):
     """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
     dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
-    if dtype == torch.float32:
-        return nullcontext()
-    return torch.amp.autocast(device_type=device_type, dtype=dtype)
+    return (nullcontext() if dtype == torch.float32 else
+            torch.amp.autocast(device_type=device_type, dtype=dtype))
 
 
 def micro_steps(accumulation, world):
@@ -234,6 +229,14 @@ class Batches:
             return (x.pin_memory().to(self.device, non_blocking=True),
                     y.pin_memory().to(self.device, non_blocking=True))
         return x.to(self.device), y.to(self.device)
+
+
+def run_batches(cfg, paths):
+    """Training's batches, from the run's seed; each split's evaluation batches, from val_seed()."""
+    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
+                 check_vocab=cfg.vocab_size)
+    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
+    return Batches(paths['train'], seed=cfg.seed, **shape), scored
 
 
 def bits_per_byte(meta, split, loss):
@@ -321,11 +324,10 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 # out_dir's files, the master's to write (guards.py locks out_dir and keeps the previous run: prev/)
 
 def open_log(folder, cfg, start_iter, rows=()):
-    """log.jsonl in `folder`, rewritten whole: on resume, its rows from before the checkpoint (an
-    eval row at start_iter came before it, step rows from there on did not); then `rows`."""
+    """log.jsonl in `folder`: on resume, its rows from before the checkpoint; then `rows`."""
     path, old = os.path.join(folder, 'log.jsonl'), []
-    if cfg.init_from == 'resume' and os.path.exists(path):
-        old = [r for r in read_log(path)
+    if cfg.init_from == 'resume' and os.path.exists(path):  # an eval row at start_iter came before
+        old = [r for r in read_log(path)  # the checkpoint, the step rows from there on after it
                if r['iter'] < start_iter or r['iter'] == start_iter and 'val_loss' in r]
     atomic_write(path, lambda f: f.write(''.join(json.dumps(r) + '\n' for r in old).encode()))
     log = open(path, 'a')
@@ -335,8 +337,7 @@ def open_log(folder, cfg, start_iter, rows=()):
 
 
 def write_row(log, row):
-    """One JSON object per line, flushed (readable while the run goes on); a value that is not a
-    finite number (an MFU from a bad peak) is null: NaN and Infinity are not JSON."""
+    """One JSON object per line, flushed; a number that is not finite is null (NaN is not JSON)."""
     row = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
     try:
         log.write(json.dumps(row) + '\n')
@@ -346,8 +347,8 @@ def write_row(log, row):
 
 
 def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
-    """ckpt.pt, then config.json, into `folder` (every process gives its random generators); a
-    scratch run's first save there commits it (guards.swap). The folder the next save writes in."""
+    """ckpt.pt, then config.json, into `folder`; a scratch run's first save there commits it: the
+    folder the next save writes in."""
     if not all(torch.isfinite(p).all() for p in raw_model.parameters()):  # inf gradients spoil them
         raise UsageError(f"a weight is not finite at iter {state.iter_num}: stopped without saving")
     rng = procs.gather(rng_state())
@@ -367,8 +368,7 @@ def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
 # when the run stops, and the progress line
 
 def budget_end(cfg, state, tokens_per_iter, flops_per_token):
-    """(the iteration the run stops before, the budget that ends it): max_iters, or where max_tokens
-    or max_flops is reached (both grow with iterations). max_seconds counts train_s."""
+    """(the iteration the run stops before, the budget that ends it; max_seconds counts train_s)."""
     ends = [(cfg.max_iters, 'max_iters')]
     for budget, tokens in (('max_tokens', cfg.max_tokens),
                            ('max_flops', cfg.max_flops / flops_per_token)):
@@ -477,11 +477,7 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
     end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
-    # training's batches from the run's seed; each split's evaluation batches from val_seed()
-    shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
-                 check_vocab=cfg.vocab_size)
-    batches = Batches(paths['train'], seed=cfg.seed, **shape)
-    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
+    batches, scored = run_batches(cfg, paths)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
 
     def batch(m):  # this process's micro-step m of the step (m = accum: the next step's first)
@@ -498,7 +494,7 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
     signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master)
     eval_s, stop = 0.0, None
     try:
-        signals.install()
+        signals.install()  # (a `with` would indent the loop once more)
         while True:
             # 1. stop? at a budget or a signal, decided together by every process
             state.elapsed_s = elapsed_s0 + time.time() - t0
@@ -570,6 +566,10 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
                   + (f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num
                      else "before any training: nothing saved"))
         raise SystemExit(signals.exit_code())
+    return ended(cfg, procs, state, stop, scores, flops_per_token, raw_model)
+
+
+def ended(cfg, procs, state, stop, scores, flops_per_token, raw_model):  # what main() returns
     if procs.master:
         print(f"done: {stop} at iter {state.iter_num}, {state.tokens_seen:,} tokens, "
               f"{state.train_s:.1f}s training")

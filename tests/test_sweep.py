@@ -434,7 +434,7 @@ def test_two_processes_appending_at_once_leave_whole_lines(tmp_path):
     code = ("import sys, stats\n"
             "for i in range(200):\n"
             "    stats.append_record(sys.argv[1], dict(kind='sweep', key={'w': sys.argv[2], 'i': i}, config='gpt', "
-            "seed=i, lr=1e-3, size='x', budget='max_iters', budget_value=1, optimizer='adamw', data_dir='d', "
+            "seed=i, lr=1e-3, size='1x32', budget='max_iters', budget_value=1, optimizer='adamw', data_dir='d', "
             "val_loss=1.0, params=10, tokens=10, curve=[[1, 10, 1.0, 1.0, 1.0]], pad='x' * 5000))\n")
     procs = [subprocess.Popen([sys.executable, '-c', code, path, w], cwd=HERE) for w in 'ab']
     assert all(p.wait(timeout=120) == 0 for p in procs)
@@ -461,7 +461,7 @@ def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data
         t.start()
         time.sleep(1.5)
         assert t.is_alive() and os.path.exists(marker)  # waiting, and A's folder untouched
-        stats.append_record(results, {**record('gpt', 1, 1.0), 'key': p.key})  # A records the run...
+        stats.append_record(results, {**record('gpt', 1, 1.0, budget=4), 'key': p.key})  # A records the run...
         sweep.release(held)  # ...and lets go
         t.join(timeout=60)
     assert not t.is_alive() and os.path.exists(marker) and not runs.recorded
@@ -1153,3 +1153,11 @@ def test_a_mark_tests_every_inequality_it_claims():
     assert mark.startswith('halves; ') and '(unresolved)' not in mark, mark
     a, b = [0.10, 0.11, 0.12], [0.40, 0.43, 0.45]  # a doubling, every inequality resolved
     assert report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)[0].startswith('doubles; ')
+
+
+def test_every_number_in_the_conclusions_prose_is_computed_from_the_records():
+    """README's conclusions and RESULTS.md §1 and §4 state numbers computed from the committed records
+    or logs (tests/doc_claims.py), never copied from a rounded cell; a figure no record backs stays out."""
+    import doc_claims
+    wrong = doc_claims.missing()
+    assert not wrong, '\n'.join(f"{doc}: {what}" for doc, what in wrong)

@@ -1,0 +1,243 @@
+"""
+The numbers in the prose of README.md's conclusions and RESULTS.md §1 and §4, each computed from the
+committed records (or read from the committed log that backs it), never copied from a rounded cell.
+A claim is a phrase of a document with its numbers left as fields; `claims()` renders each from the
+records, and tests/test_sweep.py checks that every rendered phrase is in its document, so a number
+put back wrong (or a record changed under it) fails there. `python tests/doc_claims.py` lists the
+claims a document no longer holds.
+"""
+import functools
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+import stats  # noqa: E402
+
+SHAPES = 'results/shapes_stdlib.jsonl,results/h200/shapes_site.jsonl'
+
+
+@functools.lru_cache(maxsize=None)
+def rows(paths=SHAPES):
+    """The report's rows of these results files (relative to the repository), full precision."""
+    return report.summary_rows(stats.read_many(','.join(os.path.join(HERE, p)
+                                                       for p in paths.split(','))))
+
+
+def row(config, size, tpp, schedule='wsd', paths=SHAPES):
+    """The row of `config` at `size` whose budget is `tpp` tokens per parameter (the nearest, within
+    10%), under `schedule`."""
+    rs = [r for r in rows(paths) if r['size'] == size and r['schedule'] == schedule]
+    per = report.tokens_per_param(rs)
+    found = [r for r in rs if r['config'] == config and abs(per[r['budget_value']] / tpp - 1) < 0.1]
+    assert len(found) == 1, (config, size, tpp, schedule, len(found))
+    return found[0]
+
+
+def gap(config, ref, size, tpp, schedule='wsd', paths=SHAPES):
+    """(mean, half-width or None, n) of config - ref at that shape and budget, paired by seed."""
+    r = row(config, size, tpp, schedule, paths)
+    y = report.gap_of(ref)
+    return r[y], r[f'{y}_half'], r[f'{y}_n']
+
+
+def num(v, digits, sign=False):
+    """A number as the prose writes it: `digits` decimals, a typographic minus, + when `sign`."""
+    text = f"{v:+.{digits}f}" if sign else f"{abs(v):.{digits}f}" if v >= 0 else f"{v:.{digits}f}"
+    return text.replace('-', '−')
+
+
+def pm(config, ref, size, tpp, digits=2, sign=True, **kw):
+    """'−0.45 ± 0.04': a gap ± its 95% half-width."""
+    mean, half, _ = gap(config, ref, size, tpp, **kw)
+    return f"{num(mean, digits, sign)} ± {num(half, digits)}"
+
+
+def one(config, ref, size, tpp, digits=2, sign=True, **kw):
+    """'−0.57': a gap of one seed."""
+    return num(gap(config, ref, size, tpp, **kw)[0], digits, sign)
+
+
+def claims():
+    """(document, phrase) for every number the prose states."""
+    g = functools.partial
+    L, G = g(pm, 'llama', 'gpt'), g(one, 'llama', 'gpt')
+    M, MO = g(pm, 'gmlp', 'gpt'), g(one, 'gmlp', 'gpt')
+    ML, MLO = g(pm, 'gmlp', 'llama'), g(one, 'gmlp', 'llama')
+    grow = report.contrast(row('llama', '3x96', 1.3), row('llama', '4x128', 1.3), report.gap_of('gpt'),
+                           1, 1, False)
+    late = [gap('llama', 'gpt', s, 10)[:2] for s in ('3x96', '4x128', '5x288')]
+    early = [gap('llama', 'gpt', s, 1.3 if s != '5x288' else 1.2)[:2] for s in ('3x96', '4x128', '5x288')]
+    ratio_96 = early[0][0] / late[0][0]
+    ratio_128 = early[1][0] / late[1][0]
+    floor_128 = (abs(early[1][0]) - early[1][1]) / (abs(late[1][0]) + late[1][1])
+    ratio_288 = early[2][0] / late[2][0]
+    cos, wsd = (gap('llama', 'gpt', '3x96', 20.6, s) for s in ('cosine', 'wsd'))
+    sched = report.contrast(row('llama', '3x96', 20.6, 'wsd'), row('llama', '3x96', 20.6, 'cosine'),
+                            report.gap_of('gpt'), 1, 1, True)
+    final = {s: gap('llama', 'gpt', s, t)[:2] for s, t in (('3x96', 20.6), ('4x128', 10.1), ('5x288', 20))}
+    told = [s for s, (m, h) in final.items() if h is not None and not report.holds_zero(m, h)]
+    readme = [
+        "1. LLaMA's block beats GPT-2's early in training at all three shapes; late, resolved at the "
+        + ("smallest (at the larger two its late gap still favours llama, unresolved)."
+           if told == ['3x96'] and all(m < 0 for m, _ in final.values()) else f"shapes {told}"),
+        f"At the smallest budget: {L('3x96', 1.3)} (3×96, 1.3 tokens per parameter, 3 seeds), "
+        f"{L('4x128', 1.3)} (4×128, 1.3, 3 seeds) and {G('5x288', 1.2)} (5×288, 1.2, one seed)",
+        f"3×96 → 4×128 `holds` (it grows by {num(-grow[0], 2)} ± {num(grow[1], 2)})",
+        f"({L('3x96', 2.6)} at 2.6)",
+        f"at 5 tokens per parameter {L('3x96', 5.2)}, {L('4x128', 5.1)} and {G('5x288', 5)} (one seed)",
+        f"at 10, {L('3x96', 10.3)} at 3×96, **{L('4x128', 10.1, 3)} at 4×128 (spans 0)** and "
+        f"{G('5x288', 10, 3)} at 5×288 (one seed)",
+        f"llama leads by **{num(-gap('llama', 'gpt', '3x96', 20.6)[0], 3)} ± "
+        f"{num(gap('llama', 'gpt', '3x96', 20.6)[1], 3)}** (3 seeds); at 5×288, 20 tokens per "
+        f"parameter, by {num(-gap('llama', 'gpt', '5x288', 20)[0], 3)} (one seed)",
+        f"gMLP leads gpt by {num(-gap('gmlp', 'gpt', '3x96', 5.2)[0], 2)} ± "
+        f"{num(gap('gmlp', 'gpt', '3x96', 5.2)[1], 2)} at 5.2 tokens per parameter and "
+        f"{num(-gap('gmlp', 'gpt', '3x96', 10.3)[0], 2)} ± {num(gap('gmlp', 'gpt', '3x96', 10.3)[1], 2)} "
+        "at 10.3",
+        f"trails it by **{M('3x96', 20.6, 3, False)} at 20.6**",
+        f"it leads at 1.2 and 2.5 ({MO('5x288', 1.2)}, {MO('5x288', 2.5)}) and already trails at 5 "
+        f"({MO('5x288', 5, 3)}), 10 ({MO('5x288', 10, 3)}",
+        f"and 20 ({MO('5x288', 20, 3)})",
+        f"as much at 5×288: {ML('3x96', 5.2, 3, False)}, {ML('3x96', 10.3, 3, False)} and "
+        f"{ML('3x96', 20.6, 3, False)} at 5.2, 10.3 and 20.6 at 3×96",
+        f"{MLO('5x288', 5, 3, False)}, {MLO('5x288', 10, 3, False)} and {MLO('5x288', 20, 3, False)} "
+        "at 5×288 (one seed",
+        f"llama − gpt is {num(wsd[0], 3)} ± {num(wsd[1], 3)} under WSD and {num(cos[0], 3)} ± "
+        f"{num(cos[1], 3)} under cosine",
+        f"the gap grows by **{num(-sched[0], 3)} ± {num(sched[1], 3)}** (paired by seed",
+        f"at 20.6 tokens per parameter primer_ez leads gpt by **"
+        f"{num(-gap('primer_ez', 'gpt', '3x96', 20.6)[0], 3)} ± {num(gap('primer_ez', 'gpt', '3x96', 20.6)[1], 3)}**, "
+        f"llama_primer leads llama by **{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 3)} ± "
+        f"{num(gap('llama_primer', 'llama', '3x96', 20.6)[1], 3)}** (and gpt by "
+        f"{num(-gap('llama_primer', 'gpt', '3x96', 20.6)[0], 3)} ± {num(gap('llama_primer', 'gpt', '3x96', 20.6)[1], 3)})",
+        f"swiglu − gpt is not resolved at any budget ({pm('swiglu', 'gpt', '3x96', 20.6, 3)} at 20.6",
+        f"swiglu trails llama ({pm('swiglu', 'llama', '3x96', 20.6, 3)})",
+        f"at every shape llama − gpt at 1.2–1.3 tokens per parameter ({num(-early[0][0], 2)}–"
+        f"{num(-early[2][0], 2)}) is larger than at 10 ({num(-late[2][0], 2)}–{num(-late[0][0], 2)}): "
+        f"{ratio_96:.1f} times at 3×96, {ratio_128:.0f} at 4×128 by the means (at least "
+        f"{floor_128:.1f} within the intervals) and {ratio_288:.0f} at 5×288 (one seed)",
+        f"3. gMLP beats GPT-2's block early and trails it late ({M('3x96', 20.6, 3, False)} behind at "
+        "3×96, 20.6 tok/param).",
+        f"5. Primer EZ's changes give the largest late gains "
+        f"({num(-gap('primer_ez', 'gpt', '3x96', 20.6)[0], 2)}-"
+        f"{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 2)} over their base block), at 3×96 only.",
+        f"7. The schedule can change a gap: llama − gpt grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} "
+        "under cosine (paired by seed, one pair of configs, 3×96).",
+    ]
+    gpt_edge = sorted(report.tokens_per_param([r for r in rows() if r['size'] == '5x288'])[r['budget_value']]
+                      for r in rows() if r['size'] == '5x288' and r['config'] == 'gpt' and r['edge'] == 'bottom')
+    readme.append(f"gpt's best lr there is its grid's lowest (2e-3) at {gpt_edge[0]:.0f} and "
+                  f"{gpt_edge[1]:.0f} tokens per parameter")
+    noise = [max(r[k] for r in rows() if r['size'] == size for k in ('eval_se', 'eval_se_llama')
+                 if r.get(k) is not None) for size in ('3x96', '4x128', '5x288')]
+    readme.append(f"at most {noise[0]:.4f} at 3×96, {noise[1]:.4f} at 4×128 and {noise[2]:.4f} at "
+                  "5×288, the reports' noise lines")
+    params = {s: row('gpt', s, 10 if s == '5x288' else 10.3 if s == '3x96' else 10.1)['params']
+              for s in ('3x96', '4x128', '5x288')}
+    readme += [f"**3 layers × 96** ({params['3x96'] / 1e6:.2f}M parameters",
+               f"**4 layers × 128** ({params['4x128'] / 1e6:.2f}M parameters",
+               f"**5 layers × 288** ({params['5x288'] / 1e6:.1f}M parameters"]
+    ends = {c: row(c, '3x96', 20.6, 'cosine')['val'] - row(c, '3x96', 20.6, 'wsd')['val']
+            for c in ('gpt', 'llama')}
+    readme.append(f"gpt ends {ends['gpt']:.3f} worse under cosine than under WSD, llama "
+                  f"{ends['llama']:.3f} worse")
+    y = report.gap_of('gpt')
+    by = [row('llama', '3x96', 20.6, s)[f'{y}_by_seed'] for s in ('cosine', 'wsd')]
+    readme.append(f"one seed's ratio is {min(by[0][k] / by[1][k] for k in by[0]):.1f}")
+    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    readme.append(f"about {sum(r['wall_s'] for r in email) / 2 / 60:.0f} minutes on a 2-core CPU: its "
+                  f"{['', 'one', 'two', 'three', 'four', 'five', 'six'][len(email)]} runs' wall seconds, "
+                  "two at a time")
+    untuned = [r for r in rows('results/h100/ranking_site.jsonl') if r['config'] == 'gmlp'
+               and r['budget_value'] == 1560][0]  # 10 tokens per parameter, lr untuned
+    readme.append(f"RESULTS.md §4 gave {num(untuned['gap'], 3, True)})")
+    loop = loop_vs_nanogpt()
+    readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
+                  f"4×128 (median of {loop['rounds']} alternating rounds")
+    return [('README.md', p) for p in readme] + [('RESULTS.md', p) for p in results()]
+
+
+def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-27.txt'):
+    """The last run in the committed log of results/loop_vs_nanogpt.sh: each loop's median ms per
+    iteration, their ratio and its rounds."""
+    runs = re.findall(r"nanoGPT: median ([\d.]+) ms/iter.*\nours: median ([\d.]+) ms/iter .*per round: ([^)]*)\)",
+                      open(os.path.join(HERE, path), encoding='utf-8').read())
+    nano, ours, per = runs[-1]
+    med = {'nanoGPT': float(nano), 'ours': float(ours)}
+    rounds = len(per.split(','))
+    return dict(med, ratio=med['ours'] / med['nanoGPT'], rounds=rounds)
+
+
+def lr_gap(config, size, budget, low, high, paths=SHAPES):
+    """How much lr `low`'s mean val loss is ahead of `high`'s (a positive number: low is better)."""
+    vals = {lr: [r['val_loss'] for r in stats.read_many(','.join(
+        os.path.join(HERE, p) for p in paths.split(','))) if r['config'] == config and r['size'] == size
+        and r['schedule'] == 'wsd' and r['budget_value'] == budget and r['lr'] == lr] for lr in (low, high)}
+    return sum(vals[high]) / len(vals[high]) - sum(vals[low]) / len(vals[low])
+
+
+def results():
+    """The phrases of RESULTS.md §1 and §4 whose numbers come from records or committed logs."""
+    out = [f"already behind at 5 ({one('gmlp', 'gpt', '5x288', 5, 3)}), 10 ({one('gmlp', 'gpt', '5x288', 10, 3)}"
+           f"; §4's earlier untuned run: +0.084) and 20 ({one('gmlp', 'gpt', '5x288', 20, 3)})",
+           f"grid's edge, {lr_gap('gpt', '5x288', 1560, 2e-3, 4e-3):.4f} ahead of 4e-3 on one seed",
+           f"4e-3 ({lr_gap('gpt', '5x288', 3125, 4e-3, 2e-3):.4f} ahead of 2e-3)",
+           f"(2e-3 within {abs(lr_gap('llama', '3x96', 1920, 2e-3, 4e-3)):.4f} of it there, 3 seeds each)"]
+    # the first 5x288 study's log: a grid ends when its extension starts, which the stop ends
+    log = open(os.path.join(HERE, 'results', 'h200', 'study_2026-11-26_h100.txt'), encoding='utf-8').read()
+    ends = {}
+    for name in ('gpt', 'llama'):
+        stop = int(re.search(rf"\[(\d+)s\] {name}_wsd: sweep.py exited 130", log).group(1))
+        part = log.split(f"== {name}_wsd.log")[1]
+        ends[name] = stop - 60 * float(re.search(r"stopped: .* in ([\d.]+) min", part).group(1))
+    out.append(f"gpt's and llama's grids ended whole at about {5 * round(ends['gpt'] / 5)} and "
+               f"{5 * round(ends['llama'] / 5)} s")
+    # the levers bench on one H100: 8 compiled runs against 8 eager ones, iterations per second
+    lev = open(os.path.join(HERE, 'results', 'h100', 'levers_2026-11-26.txt'), encoding='utf-8').read()
+    its = {k: float(re.search(rf"{k}\s+x 8: 8 processes,\s+([\d.]+) iterations/s", lev).group(1))
+           for k in ('eager', 'compiled')}
+    out.append(f"8 compiled runs do {its['compiled'] / its['eager']:.1f}× the iterations per second of "
+               f"8 eager ones ({its['compiled']:.0f} against {its['eager']:.0f})")
+    # §4's scaling table on Tiny Shakespeare: each config's best val loss and lr at each size
+    sc = {(r['config'], r['size']): r for r in rows('results/h100/scaling_shakespeare.jsonl')}
+    sizes = ('4x128', '6x384', '8x512')
+    for c in ('gpt', 'llama', 'primer_ez', 'gmlp', 'amlp'):
+        out.append(f"| {c} | " + ' | '.join(f"{sc[c, s]['val']:.3f} ({sc[c, s]['lr']:.0e})".replace('e-0', 'e-')
+                                             for s in sizes) + ' |')
+    gains = {c: ', '.join(f"{sc['gpt', s]['val'] - sc[c, s]['val']:.3f}" for s in sizes)
+             for c in ('llama', 'gmlp', 'amlp')}
+    out.append(f"llama {gains['llama']}; gMLP {gains['gmlp']}; aMLP {gains['amlp']}")
+    ez = [sc['gpt', s]['val'] - sc['primer_ez', s]['val'] for s in sizes]
+    out.append(f"gains {ez[0]:.3f} at 0.8M, {ez[1]:.3f} at 10.7M and {ez[2]:.3f} at 25.3M")
+    return out
+
+
+# what an audit found stated with no record or log behind it, or overstated: each must stay out
+UNBACKED = [('README.md', '10.3 CPU-minutes'), ('RESULTS.md', '10.3 CPU-minutes'), ('README.md', 'over 25 times'),
+            ('README.md', 'late only at the smallest'), ('RESULTS.md', '3.9×'),
+            ('RESULTS.md', '115 iterations/s'), ('README.md', '0.997× nanoGPT')]
+
+
+def normal(text):
+    """Whitespace as one space: a phrase may wrap anywhere in a document."""
+    return re.sub(r'\s+', ' ', text)
+
+
+def missing():
+    """(document, what is wrong) for each claim whose phrase is not in its document, and each
+    unbacked phrase that is."""
+    docs = {d: normal(open(os.path.join(HERE, d), encoding='utf-8').read())
+            for d in ('README.md', 'RESULTS.md')}
+    return ([(doc, f"should say: {phrase}") for doc, phrase in claims()
+             if normal(phrase) not in docs[doc]]
+            + [(doc, f"says {phrase!r}, which no record backs") for doc, phrase in UNBACKED
+               if phrase in docs[doc]])
+
+
+if __name__ == '__main__':
+    for doc, what in missing():
+        print(f"{doc}: {what}")
+    print(f"{len(claims())} claims, {len(missing())} not in their document")
