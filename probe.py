@@ -39,7 +39,6 @@ import itertools
 import json
 import math
 import multiprocessing
-import platform
 import sys
 import threading
 import time
@@ -53,8 +52,8 @@ from configurator import UsageError, parse_config, regular_file, require, run_ma
 from guards import Signals, duration
 from model import GPTConfig, GPT
 from report import markdown_table, pyplot, save_png
-from stats import (append_record, arch_key, check_writable, config_paths, keys_given, numbers,
-                   read_results, split_flags)
+from stats import (append_record, arch_key, check_writable, config_paths, keys_given, machine,
+                   numbers, read_results, split_flags)
 from train import TrainConfig, train_step
 
 FILLER = 0  # the pad token between queries; never a key or a value
@@ -251,8 +250,7 @@ def train_run(args, probe, key, threads=None, log=False):
                     **{k: args[k] for k in ('block', 'attn', 'ffn', 'pos_emb')}, curve=curve,
                     acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']),
                     date=time.strftime('%Y-%m-%d'),
-                    machine=f"{platform.machine()} {os.cpu_count()} cores, torch "
-                            f"{torch.__version__}, {torch.get_num_threads()} thread(s)")
+                    machine=f"{machine('cpu')}, {torch.get_num_threads()} thread(s)")
     finally:
         torch.set_num_threads(threads_before)  # in this process (jobs=1, tests): as it was
 

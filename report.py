@@ -14,7 +14,7 @@ import textwrap
 
 from configurator import UsageError, atomic_write
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
+from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, card,
                    choose_lr, compute_multiplier, differing, frontier, groups, holds_zero,
                    interval, key_id, mean_std, paired_gap, read_log, read_many, run_id, say_once,
                    seeds_text, setting, spread_text, t_quantile)
@@ -233,9 +233,9 @@ def table(rows):
             same += cells
         elif cells != {None}:
             columns.append((key, header, fmt))
-    noise = eval_noise_line(rows, '')
+    below = [line for line in (eval_noise_line(rows, ''), cards_line(rows)) if line]
     return ((f"({', '.join(same)} in every row)\n\n" if same else '')
-            + markdown_table(rows, columns) + (f"\n\n{noise}" if noise else ''))
+            + '\n\n'.join([markdown_table(rows, columns), *below]))
 
 
 def scaling_rows(rows):
@@ -352,6 +352,14 @@ def eval_noise_line(rs, suffix):
             f"{max(ses):.4f}." if ses else '')
 
 
+def cards_line(rs):
+    """A line under a view whose runs come from more than one card: a gap across two is theirs too."""
+    cards = [card(x) or 'unnamed (older records)' for r in rs for x in r['runs']]
+    return ("Runs from more than one machine: " + ', '.join(
+        f"{c} ({cards.count(c)} run{'s' * (cards.count(c) > 1)})" for c in sorted(set(cards)))
+        + "; a gap between two of them is also the machines'." if len(set(cards)) > 1 else '')
+
+
 def ends_table(rs):
     """Markdown: each config's gap to gpt and to llama at the smallest and the largest budget of a
     regime group (paired by seed, ± 95% t interval, n), its best lr at the largest; by loss."""
@@ -393,7 +401,7 @@ def regime_tables(rs):
                     "± its 95% t interval; (spans 0): the interval cannot tell the sign", '',
                 view_table([(n, got) for n, got in lines if config_of[n[0]] != ref], ['config'],
                            head, lambda r: vs(r, ref))] + (['', noise] if noise else [])
-    return '\n'.join(out).rstrip()
+    return '\n'.join(out + ['', cards_line(rs)]).rstrip()
 
 
 def plot_regime(rs, png, title):
@@ -464,7 +472,7 @@ def schedule_tables(rs):
         if mine:
             out += ['', view_table(mine, [f"vs {ref} ({unit(rs)})"], scheds, lambda r: vs(r, ref),
                                    gap_of(ref), paired=True)]
-    return '\n'.join(out)
+    return '\n'.join(out + ['', cards_line(rs)]).rstrip()
 
 
 # -----------------------------------------------------------------------------
@@ -623,7 +631,7 @@ def transfer_tables(rs):
         out += ['', 'The shapes differ in more than size: '
                 + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
                 + '. A change between them is the change of all of it.']
-    return '\n'.join(out).strip()
+    return '\n'.join(out + ['', cards_line(rs)] if out else out).strip()
 
 
 # -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch
 
 from configurator import UsageError, nearest, read_log as read_log_rows, regular_file, write_error
 from dataset import describe_data
+from guards import resolve_device
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
@@ -562,7 +563,19 @@ def record_of(plan, wall_s, branched, meta):
         curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
                for r in evals],
         command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
-        machine=f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}")}
+        machine=machine(resolve_device(cfg['device'])))}
+
+
+def machine(device):
+    """A record's `machine`: the card its run used (its name; cpu or mps), the host and torch."""
+    card = torch.cuda.get_device_name(device) if device.startswith('cuda') else device
+    return f"{card}, {platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}"
+
+
+def card(record):
+    """The card of a record's run, its `machine`'s first part; None in a record older than that."""
+    first = (record.get('machine') or '').split(', ')[0]
+    return None if not first or re.fullmatch(r'\S+ \d+ cores', first) else first
 
 
 def run_summary(run_dir):

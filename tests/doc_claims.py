@@ -1,10 +1,10 @@
 """
-The numbers in the prose of README.md's conclusions and RESULTS.md §1 and §4, each computed from the
-committed records (or read from the committed log that backs it), never copied from a rounded cell.
-A claim is a phrase of a document with its numbers left as fields; `claims()` renders each from the
-records, and tests/test_sweep.py checks that every rendered phrase is in its document, so a number
-put back wrong (or a record changed under it) fails there. `python tests/doc_claims.py` lists the
-claims a document no longer holds.
+The numbers in the prose of README.md's conclusions and RESULTS.md §1, §4 and §6, each computed from
+the committed records (or read from the committed log that backs it), never copied from a rounded
+cell. A claim is a phrase of a document with its numbers left as fields; `claims()` renders each
+from the records, and tests/test_sweep.py checks that every rendered phrase is in its document, so a
+number put back wrong (or a record changed under it) fails there. `python tests/doc_claims.py` lists
+the claims a document no longer holds.
 """
 import functools
 import os
@@ -180,7 +180,7 @@ def lr_gap(config, size, budget, low, high, paths=SHAPES):
 
 
 def results():
-    """The phrases of RESULTS.md §1 and §4 whose numbers come from records or committed logs."""
+    """The phrases of RESULTS.md §1, §4 and §6 whose numbers come from records or committed logs."""
     out = [f"already behind at 5 ({one('gmlp', 'gpt', '5x288', 5, 3)}), 10 ({one('gmlp', 'gpt', '5x288', 10, 3)}"
            f"; §4's earlier untuned run: +0.084) and 20 ({one('gmlp', 'gpt', '5x288', 20, 3)})",
            f"grid's edge, {lr_gap('gpt', '5x288', 1560, 2e-3, 4e-3):.4f} ahead of 4e-3 on one seed",
@@ -212,6 +212,9 @@ def results():
     out.append(f"llama {gains['llama']}; gMLP {gains['gmlp']}; aMLP {gains['amlp']}")
     ez = [sc['gpt', s]['val'] - sc['primer_ez', s]['val'] for s in sizes]
     out.append(f"gains {ez[0]:.3f} at 0.8M, {ez[1]:.3f} at 10.7M and {ez[2]:.3f} at 25.3M")
+    loop = loop_vs_nanogpt()
+    out.append(f"took **{loop['ratio']:.2f}×** nanoGPT's per iteration over {loop['rounds']} rounds "
+               f"({loop['ours']:.2f} against {loop['nanoGPT']:.2f} ms")
     return out
 
 

@@ -237,6 +237,7 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, t
                                          r"as it was$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
+    assert snapshot(out)['config.json'] == before['config.json']  # the resume's settings never beside it
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
     after_resume = snapshot(out)  # (its log holds the rows past the checkpoint; a resume drops them)
     # the first checkpoint of a scratch run over it: nothing moves to prev/

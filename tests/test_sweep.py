@@ -16,7 +16,9 @@ import threading
 import time
 
 import pytest
+import torch
 
+import dataset
 import guards
 import sweep
 from configurator import UsageError
@@ -736,6 +738,7 @@ def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_
     assert sorted(x['config'] for x in recs) == ['gmlp', 'gpt']
     assert all(x['n_layer'] == 1 and x['n_embd'] == 32 and x['lr'] == 2e-3 and x['hellaswag_n'] == 8 for x in recs)
     assert next(x for x in recs if x['config'] == 'gmlp')['key']['block'] == 'gmlp'
+    assert all(stats.card(x) == 'cpu' for x in recs)  # the machine a record came from names its card
     assert 'HellaSwag acc_norm' in r.stdout
     bad = cli('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
     assert bad.returncode == 2 and "--recipe='nope.py' not found" in bad.stderr
@@ -1118,6 +1121,63 @@ def test_two_studies_with_one_out_the_second_is_refused(tmp_path):
     assert r.returncode == 2 and r.stderr == f"error: another study is running with OUT={out}; wait for it, or " \
                                               "pass another OUT\n", r.stderr
     assert sorted(os.listdir(out)) == ['.study.lock']  # nothing of the first's touched, nothing started
+
+
+def test_a_study_on_a_corpus_its_records_were_not_trained_on_stops_unless_asked(tmp_path):
+    """results/h200/study_5x288.sh prepares the machine's own files: on another image that is other
+    text, and the study would silently start over on it. Its records' data fingerprint differs: one
+    line in its log and on stderr, exit 2, before any run or record; NEW_DATA=1 starts it on purpose;
+    records of the same corpus continue."""
+    study = os.path.join(HERE, 'results', 'h200', 'study_5x288.sh')
+    prior = tmp_path / 'prior.jsonl'
+    stats.append_record(str(prior), record('gpt', 1, 2.0, data='beefbeefbeef'))
+    data = tmp_path / 'rehearsal'
+
+    def run(out, **env):
+        return subprocess.run(['bash', study], cwd=HERE, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, 'OUT': str(out), 'SMALL': '1', 'DATA': str(data),
+                                   'PRIOR': str(prior), 'DEADLINE_S': '0', 'PY': sys.executable, **env})
+    r = run(tmp_path / 'a')
+    fp = dataset.fingerprint(dataset.read_meta(str(data)))
+    line = (f"error: the corpus prepared in {data} (data {fp}) is not the one the records of {prior} were "
+            "trained on (beefbeefbeef); this machine's files differ: NEW_DATA=1 starts a study on this "
+            "corpus (its records kept apart by the fingerprint)\n")
+    assert r.returncode == 2 and r.stderr == line, r.stderr
+    assert (tmp_path / 'a' / 'study.log').read_text() == line
+    assert not (tmp_path / 'a' / 'shapes_site.jsonl').exists()  # nothing continued, nothing run
+
+    r = run(tmp_path / 'b', NEW_DATA='1')
+    assert r.returncode == 0, r.stderr
+    assert len(stats.read_results(str(tmp_path / 'b' / 'shapes_site.jsonl'))) == 1  # the records kept
+
+    stats.append_record(str(prior), record('gpt', 2, 2.0, data=fp))  # records of this very corpus
+    r = run(tmp_path / 'c')
+    assert r.returncode == 0 and 'error' not in r.stderr, r.stderr
+
+
+def test_a_record_names_its_card_and_a_view_of_runs_from_two_cards_says_so(monkeypatch):
+    """A record's `machine` begins with the card its run used (cpu without one); a table whose runs
+    come from two cards (or from one and records too old to name theirs) says so under it: a gap
+    across them is the cards' too. Runs of one card: no such line."""
+    assert stats.machine('cpu').startswith('cpu, ')
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device: f'NVIDIA H200 ({device})')
+    assert stats.machine('cuda:1').startswith('NVIDIA H200 (cuda:1), ')
+    for old in ('x86_64 16 cores, torch 2.11.0+cu130', 'x86_64 2 cores, torch 2.13.0, 1 thread(s)', None):
+        assert stats.card({'machine': old}) is None  # from before records named the card
+    host = ', x86_64 16 cores, torch 2.11.0+cu130'
+
+    def rows(cards):
+        return report.summary_rows([dict(record(c, s, 2.0 + s / 100 + (c == 'llama')), machine=m + host)
+                                    for (c, s), m in cards.items()])
+    two = rows({('gpt', 1): 'NVIDIA H100 80GB HBM3', ('gpt', 2): 'NVIDIA H100 80GB HBM3',
+                ('llama', 1): 'NVIDIA H200', ('llama', 2): 'NVIDIA H200'})
+    assert ("Runs from more than one machine: NVIDIA H100 80GB HBM3 (2 runs), NVIDIA H200 (2 runs); a gap "
+            "between two of them is also the machines'.") in report.table(two)
+    mixed = rows({('gpt', 1): 'NVIDIA H200', ('gpt', 2): 'NVIDIA H200', ('llama', 1): 'NVIDIA H200',
+                  ('llama', 2): 'x86_64 16 cores'})
+    assert "NVIDIA H200 (3 runs), unnamed (older records) (1 run)" in report.table(mixed)
+    one = rows({(c, s): 'NVIDIA H200' for c in ('gpt', 'llama') for s in (1, 2)})
+    assert 'more than one machine' not in report.table(one)
 
 
 def test_a_plot_draws_a_t_band_from_three_seeds_and_says_so_below(monkeypatch):

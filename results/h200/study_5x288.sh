@@ -12,7 +12,8 @@
 # Each session continues from the committed records. The work folder is OUT's own: two studies with
 # different OUT share nothing, and a stop of one never stops the other or a later one; a second study
 # with the same OUT is refused (a flock on OUT/.study.lock, released when the first ends).
-# Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64).
+# Env: OUT (where records go), DEADLINE_S, PIPES, STAGE_S, SMALL=1 (a CPU rehearsal at 2x64, into DATA), PRIOR (the
+# records continued when OUT has none: the committed ones; none for SMALL), NEW_DATA=1 (see below).
 set -u
 OUT=${OUT:?}; DEADLINE_S=${DEADLINE_S:-540}; PIPES=${PIPES:-3}; STAGE_S=${STAGE_S:-480}; T0=$(date +%s)
 PY=${PY:-python3}; export PYTHONUNBUFFERED=1
@@ -21,9 +22,11 @@ exec 9>>"$OUT/.study.lock"  # one study per OUT: a second would wipe the first's
 flock -n 9 || { echo "error: another study is running with OUT=$OUT; wait for it, or pass another OUT" >&2; exit 2; }
 S=/tmp/study-$(echo "$OUT" | sha256sum | cut -c1-12); rm -rf "$S"; mkdir -p "$S/logs"
 R=$OUT/shapes_site.jsonl; LOG=$OUT/study.log; : > "$LOG"
+# the committed records a study continues (none for the rehearsal)
+[ "${SMALL:-0}" = 1 ] && PRIOR=${PRIOR-} || PRIOR=${PRIOR-results/h200/shapes_site.jsonl}
 if [ "${SMALL:-0}" = 1 ]; then
   SRC="$($PY -c 'import sysconfig;print(sysconfig.get_paths()["stdlib"])')/json/**/*.py"
-  DATA=data/rehearsal_byte; SZ=2x64; B="--max_iters=20,40"; TOP=40; BT="--batch_size=4 --block_size=32"
+  DATA=${DATA:-data/rehearsal_byte}; SZ=2x64; B="--max_iters=20,40"; TOP=40; BT="--batch_size=4 --block_size=32"
   DEV="--device=cpu --eval_iters=2 --eval_interval=20 --warmup_iters=5"
 else
   SRC="$($PY -c 'import site;print(site.getsitepackages()[0])')/**/*.py"
@@ -37,10 +40,29 @@ fi
   $PY -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > "$OUT/machine.txt"
 $PY prepare.py "--input=$SRC" --tokenizer=byte --errors=replace --out_dir=$DATA >> "$OUT/machine.txt" 2>&1 \
   || { cat "$OUT/machine.txt"; exit 1; }
-cp $DATA/meta.json "$OUT/shapes_site_meta.json"
 # a later session continues: the runs already recorded are skipped; the runs append to R in OUT itself,
-# so what comes back from the machine holds every record, wherever the session ends
-[ "${SMALL:-0}" = 1 ] || [ -f "$R" ] || [ ! -f results/h200/shapes_site.jsonl ] || cp results/h200/shapes_site.jsonl "$R"
+# so what comes back from the machine holds every record, wherever the session ends. The corpus is
+# this machine's site-packages: on another image it is other text, and the study would start over on
+# it unnoticed; it stops instead, unless NEW_DATA=1 (a new study on purpose: the fingerprint keeps the
+# records apart)
+SEEN=$R; [ -f "$R" ] || SEEN=$PRIOR
+if [ "${NEW_DATA:-0}" != 1 ] && [ -f "$SEEN" ]; then
+  why=$($PY - "$DATA" "$SEEN" <<'P'
+import sys
+sys.path.insert(0, '.')
+import stats
+from dataset import fingerprint, read_meta
+fp, had = fingerprint(read_meta(sys.argv[1])), {r['key'].get('data') for r in stats.read_results(sys.argv[2])}
+if had - {None} and fp not in had:
+    print(f"the corpus prepared in {sys.argv[1]} (data {fp}) is not the one the records of {sys.argv[2]} "
+          f"were trained on ({', '.join(sorted(had - {None}))}); this machine's files differ: NEW_DATA=1 "
+          "starts a study on this corpus (its records kept apart by the fingerprint)")
+P
+)
+  [ -z "$why" ] || { echo "error: $why" | tee -a "$LOG" >&2; exit 2; }
+fi
+cp $DATA/meta.json "$OUT/shapes_site_meta.json"
+[ -f "$R" ] || [ ! -f "$PRIOR" ] || cp "$PRIOR" "$R"
 C="--scaling --sizes=$SZ $BT $DEV --data_dir=$DATA --results=$R --out_prefix=$S/runs"
 W="$C $B --lr_schedule=wsd"; K="$C --max_iters=$TOP --lr_schedule=cosine"
 at() { echo "[$(( $(date +%s) - T0 ))s]"; }
