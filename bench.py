@@ -15,11 +15,11 @@ our gpt block at the same shape, with the same loop and optimizer settings, in o
 alternating round by round, and the ratio of their training speeds is printed.
 
 Each config's model is built at the config's own shape, with any train.py key given here on top
-(--n_layer, --batch_size, --device, --dtype, --compile, ...). A training step (forward + backward +
-AdamW) is timed after warm-up: the median of `repeats` timings of `iters` steps, with min..max; then
-greedy decoding of `decode_tokens` tokens from a 1-token prompt, with and without the cache (and, on
-a GPU, the fixed-shape step recorded as a CUDA graph, as sample.py --compile runs it; with --compile
-also the compiled model's step in a graph), at the thread count decoding runs fastest with. Peak
+(--n_layer, --batch_size, --device, --dtype, --compile, ...). train.py's training step (forward,
+backward, clipping, the optimizer) is timed after warm-up: the median of `repeats` timings of
+`iters` steps, with min..max; then greedy decoding of `decode_tokens` tokens from a 1-token prompt,
+with and without the cache (and, on a GPU, the fixed-shape step recorded as a CUDA graph, as
+sample.py --compile runs it; with --compile also the compiled model's step in a graph). Peak
 memory is CUDA's max allocated, or on CPU the growth of the peak resident set of a fresh process per
 config (torch itself excluded). Quality (val loss over seeds and learning rates) is sweep.py's.
 """

@@ -272,11 +272,20 @@ def lock_folder(path, what, *, waiting=None, stop=None):
         import fcntl
     except ImportError:
         return None
-    fd = os.open(path, os.O_RDONLY if os.path.isdir(path) else os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDONLY if os.path.isdir(path) else os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise write_error(path, e) from None
     for n in itertools.count():
-        with contextlib.suppress(OSError):  # (held by another process)
+        try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
+        except BlockingIOError:  # held by another process
+            pass
+        except OSError as e:  # (ENOLCK: a network file system without locks)
+            os.close(fd)
+            raise UsageError(f"cannot lock {path} ({e.strerror}); use a folder on a local disk") \
+                from None
         if not waiting or stop:
             os.close(fd)
             if waiting:
@@ -299,6 +308,15 @@ def fsync_dir(path):
             os.close(fd)
 
 
+def json_object(line):
+    """The JSON object a line (bytes) holds, or None: not JSON, or JSON of another type."""
+    try:
+        r = json.loads(line.decode('utf-8'))
+    except ValueError:  # also UnicodeDecodeError
+        return None
+    return r if isinstance(r, dict) else None
+
+
 def read_jsonl(path):
     """[(line number, the JSON object on it, or None if it holds none)] of a JSON-lines file; blank
     lines and a last line cut short (a killed writer's) are left out."""
@@ -306,11 +324,7 @@ def read_jsonl(path):
         lines = f.read().splitlines(keepends=True)
     out = []
     for n, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line.decode('utf-8'))
-        except ValueError:  # (UnicodeDecodeError too)
-            row = None
-        row = row if isinstance(row, dict) else None
+        row = json_object(line)
         if line.strip(b'\0 \t\r\n') and (row or n < len(lines) or line.endswith(b'\n')):
             out.append((n, row))
     return out

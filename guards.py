@@ -151,10 +151,10 @@ def ddp_failed(e, procs, timeout_s, ckpt_path):
     if not (isinstance(e, dist.DistError) or any(s in str(e) for s in (
             'Timed out', 'timed out', 'Connection reset', 'Connection closed', 'Broken pipe'))):
         return
-    kept = f"{ckpt_path} is kept as it was" if os.path.exists(ckpt_path) else "no checkpoint was saved"
     print(f"error: rank {procs.rank} of {procs.world}: the other processes did not answer within "
           f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
-          f"output); {kept}; {str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
+          f"output); {kept(os.path.dirname(ckpt_path), False)}; "
+          f"{str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(2)
 
@@ -162,12 +162,12 @@ def ddp_failed(e, procs, timeout_s, ckpt_path):
 # -----------------------------------------------------------------------------
 # what a checkpoint must be, and whether a run can resume it
 
-def load_checkpoint(path, device='cpu'):
+def load_checkpoint(path):
     """The checkpoint dict train.py wrote at `path`; anything else is a one-line UsageError."""
     if not os.path.isfile(path):
         raise no_checkpoint(path)
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location='cpu', weights_only=True)
         version, args = ckpt.get('format_version', 1), dict(ckpt['model_args'])
         ckpt['model']
     except Exception as e:  # truncated, garbage, not ours (torch's advice, weights_only=False, would
@@ -314,13 +314,13 @@ def kept(out_dir, staged):
 
 def settle(out_dir):
     """What a run killed in out_dir left: atomic_write's temp files go (out_dir is locked: whoever
-    wrote them is dead); a .new/ with a checkpoint, or a .commit/, was committed: its swap is
-    finished; any other .new/ goes."""
+    wrote them is dead); a .new/ with a whole first save (config.json is written after ckpt.pt), or
+    a .commit/, was committed: its swap is finished; any other .new/ goes."""
     for name in os.listdir(out_dir):
         if re.fullmatch(r'(?:ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp\d+)+', name):
             os.remove(os.path.join(out_dir, name))
     new = os.path.join(out_dir, '.new')
-    if os.path.isdir(os.path.join(out_dir, '.commit')) or os.path.isfile(os.path.join(new, 'ckpt.pt')):
+    if os.path.isdir(os.path.join(out_dir, '.commit')) or os.path.isfile(os.path.join(new, 'config.json')):
         swap(out_dir)
     elif os.path.isdir(new):
         shutil.rmtree(new)

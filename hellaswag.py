@@ -156,7 +156,7 @@ def main(argv):
     with procs.running(device, 1800.0, ckpt_path):
         path = procs.gather(path)[0]  # the master downloads; every process reads its copy
         items = read_hellaswag(path, cfg.limit)
-        _, ckpt, model = load_run(ckpt_path[:-len('ckpt.pt')] or '.', verb=None)
+        _, ckpt, model = load_run(os.path.dirname(ckpt_path) or '.', verb=None)
         model = model.eval().to(device)
         tok = tokenizer_for(ckpt, model.config.vocab_size, ranks_file=cfg.ranks_file)
         t0 = time.time()

@@ -310,13 +310,12 @@ def file_corpus(inputs):
     for p in set(special) & set(inputs):
         raise UsageError(f"--input={p!r} is not a regular file (a device, pipe or socket: "
                          "reading it may never end); name a file or a folder")
-    walked = special
-    if walked:  # a device, pipe or socket (or a link to one) in a folder: not read, it may not end
-        print(f"prepare: leaving out {len(walked)} entr{'y' if len(walked) == 1 else 'ies'} that "
+    if special:  # a device, pipe or socket (or a link to one) in a folder: not read, it may not end
+        print(f"prepare: leaving out {len(special)} entr{'y' if len(special) == 1 else 'ies'} that "
               f"are not regular files (devices, pipes, sockets, links to them): "
-              f"{', '.join(walked[:3])}{' ...' if len(walked) > 3 else ''}", file=sys.stderr)
+              f"{', '.join(special[:3])}{' ...' if len(special) > 3 else ''}", file=sys.stderr)
     docs = []
-    for p in [p for p in unique if p not in walked]:
+    for p in [p for p in unique if p not in special]:
         try:
             with open(p, 'rb'):  # (a dangling link, no permission: an OSError)
                 pass

@@ -18,7 +18,8 @@ import time
 
 import torch
 
-from configurator import UsageError, nearest, read_log as read_log_rows, regular_file, write_error
+from configurator import (UsageError, json_object, nearest, read_log as read_log_rows, regular_file,
+                          write_error)
 from dataset import describe_data
 from guards import resolve_device
 from model import GPTConfig, count_flops, count_params
@@ -148,15 +149,6 @@ FIELD_CHECKS = {
               'curve': lambda v: isinstance(v, list) and all(
                   isinstance(p, list) and len(p) == 3 and all(map(finite, p)) for p in v)},
 }
-
-
-def json_object(line):
-    """The JSON object a line (bytes) holds, or None: not JSON, or JSON of another type."""
-    try:
-        r = json.loads(line.decode('utf-8'))
-    except ValueError:  # also UnicodeDecodeError
-        return None
-    return r if isinstance(r, dict) else None
 
 
 def read_many(paths):
@@ -545,8 +537,8 @@ def read_config(run_dir):
 
 def record_of(plan, wall_s, branched, meta):
     """The results-file record of a finished run, from its log.jsonl and config.json, and `meta`,
-    the data its checkpoint says it trained on: its last evaluation is the one at the checkpoint's
-    iteration, or it is not a finished run."""
+    the data its checkpoint says it trained on (the caller checked that the checkpoint is finished,
+    its last evaluation done, at the planned iteration)."""
     rows = read_log(plan.run_dir)
     evals = [r for r in rows if 'val_loss' in r]
     last, cfg = rows[-1], read_config(plan.run_dir)

@@ -699,19 +699,18 @@ def run_child(stopper, cmd, **kwargs):
     """cmd in a session of its own (a terminal's Ctrl-C reaches it once, through `stopper`), stderr
     kept in a file (no pipe to close when this process dies): a CompletedProcess, or None once
     stopped."""
-    with stopper.lock:
-        if stopper:
-            return None
-        err = tempfile.TemporaryFile('w+')
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
-                                start_new_session=True, **kwargs)
-        stopper.procs.add(proc)
-    try:
-        proc.wait()
-    finally:
+    with tempfile.TemporaryFile('w+') as err:
         with stopper.lock:
-            stopper.procs.discard(proc)
-    with err:
+            if stopper:
+                return None
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                    start_new_session=True, **kwargs)
+            stopper.procs.add(proc)
+        try:
+            proc.wait()
+        finally:
+            with stopper.lock:
+                stopper.procs.discard(proc)
         err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, None, err.read())
 

@@ -10,9 +10,9 @@ nanoGPT's loop (DDP when torchrun sets RANK, autocast, the all-reduce on the las
 the next batch fetched during the forward pass), made exact for comparisons: every batch is a pure
 function of (seed, iteration, global micro-step), so N processes draw the batches one process draws
 and a resumed run those of a straight one; budgets of tokens, FLOPs or seconds; Ctrl-C saves a
-checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, processes,
-batches, the checkpoint, out_dir's files, when to stop, then main() and the loop in four steps, and
-the one training step. What guards a run (signals, refusals, out_dir's lock, prev/) is guards.py's.
+checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, precision,
+batches, the checkpoint, out_dir's files, when to stop, main() and the loop in four steps, the one
+training step. guards.py guards a run: processes, signals, refusals, out_dir's lock, prev/.
 """
 import os
 import signal
@@ -455,10 +455,8 @@ def build(cfg, procs, ckpt):
                                            (cfg.beta1, cfg.beta2), device_type, cfg.optimizer)
     scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
     torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream in each process
-    if ckpt is None:  # a scratch run holds no training at iteration 0: nothing to save there
-        state = RunState(saved_at=0)
-    else:
-        state = restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs)
+    state = (RunState(saved_at=0) if ckpt is None  # (a scratch run: nothing to save at iteration 0)
+             else restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs))
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
@@ -510,8 +508,8 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
                     and state.evaluated_at != state.iter_num):
                 t_eval = time.time()
                 losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
-                if losses is None:  # cut short by a signal: not logged, not a best_val_loss
-                    stop = 'signal'
+                if losses is None:  # cut short by a signal: not logged, not a best_val_loss, and
+                    stop, state.finished = 'signal', False  # a run not finished (its eval is due)
                 else:
                     improved = losses['val_loss'] < state.best_val_loss
                     record_eval(losses, state, cfg, log, flops_per_token)

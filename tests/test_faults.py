@@ -512,6 +512,34 @@ finally:
 """
 
 
+def test_a_kill_between_a_first_saves_two_files_leaves_the_previous_run_whole(data_dir, tmp_path):
+    """A scratch run over a trained one is killed after its first ckpt.pt is in .new/ and before its
+    config.json: that save is not whole, so what settles it drops it; out_dir stays the trained run,
+    never the new checkpoint beside the old config.json."""
+    script = tmp_path / 'fault.py'
+    script.write_text(f"""
+import os, sys
+sys.path.insert(0, {{HERE!r}})
+import train
+from configurator import run_main
+write = train.atomic_write
+def dying(path, fn):
+    if path.endswith(os.path.join('.new', 'config.json')):
+        os._exit(137)  # as kill -9, between the first save's two files
+    return write(path, fn)
+train.atomic_write = dying
+run_main(train.main)
+""")
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=4')
+    trained = snapshot(out)
+    proc = subprocess.run([sys.executable, str(script), *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                           '--max_iters=2', '--seed=3'], cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 137 and os.path.isfile(out / '.new' / 'ckpt.pt'), proc.stderr[-2000:]
+    guards.settle(str(out))  # what the next run in out_dir does first
+    assert snapshot(out) == trained
+
+
 @pytest.mark.parametrize('mode', ['kill', 'error'])
 def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_dir, tmp_path, mode):
     script = tmp_path / 'fault.py'

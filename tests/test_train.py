@@ -553,6 +553,29 @@ def test_sigint_during_an_evaluation_stops_at_once_and_resumes_exactly(data_dir,
         assert torch.equal(v, b['model'][k]), k
 
 
+def test_a_final_evaluation_cut_short_leaves_the_run_unfinished(data_dir, tmp_path):
+    """At its budget a run evaluates last; a signal inside that evaluation saves a checkpoint that says
+    the run is not finished (a sweep would record an earlier evaluation as its end), and a resume
+    runs the evaluation and finishes it."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=3')
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                             f'--out_dir={out}', '--init_from=resume', '--max_iters=5', '--eval_interval=100',
+                             '--eval_iters=1000000'], cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if 'step 5: evaluating, 1000000 batches per split' in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 5 and not ckpt['evaluated'] and not ckpt['finished']
+    run(data_dir, out, '--init_from=resume', '--max_iters=5', '--eval_interval=100')
+    ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 5 and ckpt['finished'] and 5 in read_log(out)[1]
+
+
 # -----------------------------------------------------------------------------
 # what a run prints
 

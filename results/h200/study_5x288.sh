@@ -58,7 +58,7 @@ if had - {None} and fp not in had:
           f"were trained on ({', '.join(sorted(had - {None}))}); this machine's files differ: NEW_DATA=1 "
           "starts a study on this corpus (its records kept apart by the fingerprint)")
 P
-)
+) || why="the check of the corpus against $SEEN failed (above); NEW_DATA=1 skips it"
   [ -z "$why" ] || { echo "error: $why" | tee -a "$LOG" >&2; exit 2; }
 fi
 cp $DATA/meta.json "$OUT/shapes_site_meta.json"
