@@ -519,7 +519,7 @@ def test_a_kill_between_a_first_saves_two_files_leaves_the_previous_run_whole(da
     script = tmp_path / 'fault.py'
     script.write_text(f"""
 import os, sys
-sys.path.insert(0, {{HERE!r}})
+sys.path.insert(0, {HERE!r})
 import train
 from configurator import run_main
 write = train.atomic_write
