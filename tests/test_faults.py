@@ -480,11 +480,13 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
 
 
 ROTATION_FAULT = """
-import os, shutil, sys
+import os, shutil, sys, traceback
 sys.path.insert(0, {here!r})
+import torch._dynamo  # torch.optim imports it on first use: here once, not in every fork
 import guards, train
 from configurator import run_main
-step, mode, n = int(sys.argv[1]), sys.argv[2], [0]
+mode, base, prefix = sys.argv[1:4]
+args, n, step = sys.argv[4:], [0], 0
 
 def counted(fn):
     def call(*args, **kwargs):
@@ -504,11 +506,36 @@ def counting(out_dir):  # count the file operations of the move to prev/, and of
     guards.swap = swap
     return swap(out_dir)
 guards.swap = counting
-sys.argv[1:3] = []
-try:
-    run_main(train.main)
-finally:
-    print(f"file operations: {{n[0]}}", file=sys.stderr)
+
+# one run of train.py per step, each a fork of this process (a fresh process less torch's import):
+# step k fails the k-th file operation, until a run does fewer than k
+while True:
+    step += 1
+    out = f"{{prefix}}{{step}}"
+    shutil.copytree(base, out)
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(os.open(out + '.err', os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        sys.argv = [sys.argv[0], *args, f'--out_dir={{out}}']
+        code = 1
+        try:
+            run_main(train.main)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            print(f"file operations: {{n[0]}}", file=sys.stderr)
+            sys.stdout.flush(), sys.stderr.flush()
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    with open(out + '.rc', 'w') as f:
+        f.write(str(code))
+    text = open(out + '.err').read()
+    if code == 0 and int(text.split('file operations: ')[1]) < step or step == 40:
+        break
 """
 
 
@@ -549,12 +576,12 @@ def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_
     run(data_dir, base, '--max_iters=4', '--seed=2')  # and one before it, now in prev/
     trained, older = snapshot(base), {k[5:]: v for k, v in snapshot(base).items() if k.startswith('prev/')}
     trained = {k: v for k, v in trained.items() if not k.startswith('prev/')}
+    subprocess.run([sys.executable, str(script), mode, str(base), str(tmp_path / mode), *TINY,
+                    f'--data_dir={data_dir}', '--max_iters=2', '--seed=3'], cwd=HERE, check=True, timeout=600)
     for step in range(1, 40):
         out = tmp_path / f'{mode}{step}'
-        shutil.copytree(base, out)
-        proc = subprocess.run([sys.executable, str(script), str(step), mode, *TINY, f'--data_dir={data_dir}',
-                               f'--out_dir={out}', '--max_iters=2', '--seed=3'],
-                              cwd=HERE, capture_output=True, text=True, timeout=120)
+        proc = subprocess.CompletedProcess([], int((tmp_path / f'{mode}{step}.rc').read_text()), '',
+                                           (tmp_path / f'{mode}{step}.err').read_text())
         now = snapshot(out)  # what a reader sees: the three files, here and in prev/ (a killed run's temp
         here = {k: v for k, v in now.items() if k in guards.RUN_FILES}  # files are settled by the next run)
         prev = {k[5:]: v for k, v in now.items() if k[5:] in guards.RUN_FILES and k.startswith('prev/')}

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -795,6 +796,7 @@ def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
 def test_fineweb_without_the_network_or_its_library_is_one_line(tmp_path, monkeypatch):
     pytest.importorskip('huggingface_hub')
     monkeypatch.setenv('HF_ENDPOINT', 'http://127.0.0.1:9')  # nothing listens there
+    monkeypatch.setattr(time, 'sleep', lambda s: None)  # huggingface_hub's 5 retries, without their 23 s
     with pytest.raises(configurator.UsageError, match=r"could not download fineweb_val_000000.bin .*rerun to go on"):
         P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
     monkeypatch.setitem(sys.modules, 'huggingface_hub', None)

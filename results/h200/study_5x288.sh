@@ -96,7 +96,8 @@ dispatch() { # the queue, PIPES pipelines at once; none starts once `late` says 
   done; wait; }
 stop() { # $1: why. No stage starts from here on; the running sweeps stop their runs (which save) and exit
   [ -e "$S/stop" ] && return; echo "$1" > "$S/stop"; say "stopping: $1"
-  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null; sleep 15
+  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null  # then up to 15 s while their runs save
+  for _ in $(seq 15); do pgrep -f "sweep.py .*--results=$R" > /dev/null || break; sleep 1; done
   pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null; pkill -TERM -f "train.py .*--out_dir=$S/runs" 2>/dev/null; }
 trap 'stop "a signal"; SIGNALLED=1' INT TERM; SIGNALLED=0
 dispatch & DISPATCH=$!
