@@ -40,6 +40,19 @@ def beside_scripts(path):
 # -----------------------------------------------------------------------------
 # config files and --key=value flags
 
+def config_not_found(path, what='config file'):
+    """The one line for a config file that is not at `path`: where it is (a path relative to the
+    scripts, run from another folder), or the nearest name."""
+    there, name = beside_scripts(path), os.path.basename(path)
+    folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs'),
+               os.path.dirname(path) or '.']  # the shipped configs first, then the folder named
+    near = [os.path.relpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
+            for n in nearest(name, [n for n in os.listdir(d) if n.endswith('.py')], n=1)]
+    return UsageError(f"{what} {path!r} not found" + (
+        f" here ({os.getcwd()}); it is beside the scripts: {os.path.relpath(there)}" if there
+        else f"; did you mean {near[0]}?" if near else ""))
+
+
 def _coerce(name, text, default, from_config=False):
     """`text` as the type of `default` (the value in effect), or a UsageError quoting it."""
     kind = type(default)
@@ -90,14 +103,7 @@ def exec_config_file(path):
     """The names a plain-Python config file assigns (not modules, functions, _private names). Its
     folder, then configs/, are importable while it runs: `from _recipe import *` works anywhere."""
     if not os.path.isfile(path):
-        there, name = beside_scripts(path), os.path.basename(path)
-        folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs'),
-                   os.path.dirname(path) or '.']  # the shipped configs first, then the folder named
-        near = [os.path.relpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
-                for n in nearest(name, [n for n in os.listdir(d) if n.endswith('.py')], n=1)]
-        raise UsageError(f"config file {path!r} not found" + (
-            f" here ({os.getcwd()}); it is beside the scripts: {os.path.relpath(there)}" if there
-            else f"; did you mean {near[0]}?" if near else ""))
+        raise config_not_found(path)
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
     shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
@@ -223,16 +229,16 @@ def run_main(main):
         sys.exit(2)
 
 
-def regular_file(path, what, *, output=False):
+def regular_file(path, what, *, output=False, fix='name a file'):
     """`path` if it is a regular file (or, for an output, not there yet), else a UsageError naming
-    `what`: a folder, device, pipe or socket is never read (/dev/zero has no end), nor replaced by
-    a file (/dev/null)."""
+    `what` and `fix`: a folder, device, pipe or socket is never read (/dev/zero has no end), nor
+    replaced by a file (/dev/null)."""
     if os.path.isfile(path) or output and not os.path.lexists(path):
         return path
     if not os.path.exists(path):
         raise UsageError(f"{what} {path!r} not found")
     kind = 'a folder' if os.path.isdir(path) else 'not a regular file (a device, pipe or socket)'
-    raise UsageError(f"{what} {path!r} is {kind}; name a file")
+    raise UsageError(f"{what} {path!r} is {kind}; {fix}")
 
 
 def atomic_write(path, write):

@@ -22,8 +22,8 @@ import shutil
 
 import numpy as np
 
-from configurator import (UsageError, atomic_write, beside_scripts, fsync_dir, lock_folder, script,
-                          write_error)
+from configurator import (UsageError, atomic_write, beside_scripts, fsync_dir, lock_folder,
+                          regular_file, script, write_error)
 
 
 EOT = '<|endoftext|>'
@@ -452,10 +452,14 @@ class DatasetWriter:
         self.lock = lock_folder(self.out_dir, 'a dataset')
         try:
             finish(self.out_dir)
+            regular_file(os.path.join(self.out_dir, 'meta.json'), "the dataset's meta.json",
+                         output=True, fix='move it away, or pass another --out_dir')
             names = os.listdir(self.out_dir)
             os.mkdir(self.new)
-        except OSError as e:
+        except (OSError, UsageError) as e:
             os.close(self.lock)
+            if isinstance(e, UsageError):
+                raise
             raise UsageError(f"cannot write in --out_dir={self.out_dir!r} ({e.strerror}: "
                              f"{e.filename})") from None
         # a run number above every one in the folder: the new shards' names are new to it

@@ -19,7 +19,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from configurator import UsageError, fsync_dir, lock_folder, no_checkpoint
+from configurator import UsageError, fsync_dir, lock_folder, no_checkpoint, regular_file
 from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPTConfig
 
@@ -241,6 +241,9 @@ def lock_run_dir(out_dir, held):
         held[:] = held or [lock_folder(out_dir, 'a run')]
         try:
             settle(out_dir)
+            for name in RUN_FILES:  # what a run renames over: only its own files
+                regular_file(os.path.join(out_dir, name), "a run's file", output=True,
+                             fix='move it away, or pass another --out_dir')
         except OSError as e:
             raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
                              f"{e.filename}); fix that, or use another out_dir") from None

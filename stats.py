@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from configurator import (UsageError, json_object, nearest, read_log as read_log_rows, regular_file,
-                          write_error)
+from configurator import (UsageError, config_not_found, json_object, nearest,
+                          read_log as read_log_rows, regular_file, write_error)
 from dataset import describe_data
 from guards import resolve_device
 from model import GPTConfig, count_flops, count_params
@@ -85,9 +85,9 @@ def config_paths(names):
                for p in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))}
     for c in names:
         if not (os.path.isfile(c) if c.endswith('.py') else c in shipped):
-            raise UsageError(f"config {c!r} not found" if c.endswith('.py') else
-                             f"unknown config {c!r}; choose among "
-                             f"{', '.join(k for k in shipped if k != 'quick')} or pass a .py path")
+            raise (config_not_found(c) if c.endswith('.py') else
+                   UsageError(f"unknown config {c!r}; choose among "
+                              f"{', '.join(k for k in shipped if k != 'quick')} or pass a .py path"))
     return [c if c.endswith('.py') else shipped[c] for c in names] or \
         [p for k, p in shipped.items() if k != 'quick']
 

@@ -46,8 +46,8 @@ try:
 except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
     fcntl = None
 
-from configurator import (UsageError, exec_config_file, lock_folder, parse_config,
-                          regular_file, require, run_main)
+from configurator import (UsageError, config_not_found, exec_config_file, lock_folder,
+                          parse_config, regular_file, require, run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
 from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
@@ -603,7 +603,8 @@ def check_arguments(sweep, argv):
             raise UsageError(f"--{flag}={path!r} is not a regular file "
                              "(a device, pipe or socket); name a file")
         if path and flag != 'results' and not os.path.isfile(path):
-            raise UsageError(f"--{flag}={path!r} not found")
+            raise (config_not_found(path, '--recipe') if flag == 'recipe' else
+                   UsageError(f"--{flag}={path!r} not found"))
         if path and flag != 'results' and not os.access(path, os.R_OK):
             raise UsageError(f"cannot read {path!r} (permission denied)")
     if sweep.hellaswag:  # read now, not after the first run has trained

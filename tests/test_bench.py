@@ -47,7 +47,7 @@ def test_speed_mode_json_and_table():
 def test_bad_arguments_are_one_line():
     proc = subprocess.run([sys.executable, 'bench.py', 'configs/nope.py'], cwd=HERE,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr == "error: config 'configs/nope.py' not found\n"
+    assert proc.returncode == 2 and proc.stderr.startswith("error: config file 'configs/nope.py' not found")
     proc = subprocess.run([sys.executable, 'sweep.py', '--plot'], cwd=HERE, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith('error: --plot needs run directories')
 

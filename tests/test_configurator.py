@@ -144,3 +144,22 @@ def test_a_config_copied_to_another_folder_finds_the_shipped_recipe(tmp_path):
 def test_an_unknown_config_is_answered_with_architectures_only():
     with pytest.raises(C.UsageError, match=r"unknown config 'gtp'; choose among (?!.*quick)"):
         stats.config_paths(['gtp'])
+
+
+def test_a_config_path_typed_from_another_folder_names_the_file_beside_the_scripts(tmp_path, monkeypatch):
+    """`python clone/train.py configs/quick.py` from another folder reads the path from there: one line
+    says so and names the file beside the scripts, for train.py and sample.py, the tools' config paths
+    (sweep.py, bench.py, probe.py) and sweep.py's --recipe alike."""
+    import re
+    import sample
+    import sweep
+    import train
+    monkeypatch.chdir(tmp_path)
+    for name, attempt in [('configs/quick.py', lambda: train.main(['configs/quick.py'])),
+                          ('configs/quick.py', lambda: sample.main(['configs/quick.py'])),
+                          ('configs/gmlp.py', lambda: stats.config_paths(['configs/gmlp.py'])),
+                          ('configs/_recipe.py', lambda: sweep.main(['--configs=gpt', '--recipe=configs/_recipe.py']))]:
+        beside = os.path.relpath(os.path.join(HERE, name))
+        with pytest.raises(C.UsageError, match=rf"'{name}' not found here \({re.escape(str(tmp_path))}\); it is "
+                                               rf"beside the scripts: {re.escape(beside)}$"):
+            attempt()

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import configurator
+import prepare
 import sample
 from configurator import UsageError, parse_config
 from test_train import HERE, TINY, data_dir, run, torchrun, write_corpus  # noqa: F401 (data_dir: the fixture)
@@ -742,6 +743,27 @@ def test_an_output_path_that_is_a_pipe_is_refused_never_replaced(case, tmp_path)
     assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
     assert re.match(r"error: --(png|results|json)[ =]'.*out.fifo' is not a regular file", proc.stderr), proc.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize('name', ['ckpt.pt', 'log.jsonl', 'config.json', 'meta.json'])
+def test_a_pipe_where_a_run_or_a_dataset_puts_its_files_is_refused_never_replaced(name, data_dir, tmp_path):
+    """train.py renames its files into out_dir, prepare.py its meta.json: a FIFO (a device alike) at
+    one of those names is refused in one line, a scratch run and a resume alike, and stays there."""
+    import stat
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.mkfifo(out / name)
+    (tmp_path / 'corpus.txt').write_text('a cat sat on the mat.\n' * 400)
+    attempts = ([lambda: prepare.main([f"--input={tmp_path / 'corpus.txt'}", f'--out_dir={out}'])]
+                if name == 'meta.json' else
+                [lambda: run(data_dir, out, '--max_iters=2'), lambda: run(data_dir, out, '--init_from=resume')])
+    for attempt in attempts:
+        with pytest.raises(UsageError) as e:
+            attempt()
+        assert str(e.value) == (f"{'the dataset' if name == 'meta.json' else 'a run'}'s "
+                                f"{'meta.json' if name == 'meta.json' else 'file'} '{out / name}' is not a "
+                                "regular file (a device, pipe or socket); move it away, or pass another --out_dir")
+        assert os.listdir(out) == [name] and stat.S_ISFIFO(os.stat(out / name).st_mode)
 
 
 def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_dir, tmp_path, capsys):

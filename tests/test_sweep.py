@@ -741,7 +741,7 @@ def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_
     assert all(stats.card(x) == 'cpu' for x in recs)  # the machine a record came from names its card
     assert 'HellaSwag acc_norm' in r.stdout
     bad = cli('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
-    assert bad.returncode == 2 and "--recipe='nope.py' not found" in bad.stderr
+    assert bad.returncode == 2 and "--recipe 'nope.py' not found" in bad.stderr
 
 
 # -----------------------------------------------------------------------------
