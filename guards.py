@@ -34,13 +34,16 @@ class Signals:
     """SIGINT / SIGTERM inside `with Signals(first)`: the first is noted (the object turns true),
     announced as `first` ({n}: the children running) and sent on to every child in `procs` (which
     sweep.run_child fills). Then a second acts as usual (Ctrl-C: exit 130), or with forward=True
-    (sweep.py, probe.py) is sent on too. Inside cut_short(True) the first also raises CutShort."""
+    (sweep.py, probe.py) is sent on too, or with once=True (a torchrun worker: torchrun sends the
+    terminal's Ctrl-C on to it again, and kills it itself if it hangs) changes nothing. Inside
+    cut_short(True) the first also raises CutShort."""
 
     class CutShort(Exception):
         pass
 
-    def __init__(self, first, *, announce=True, forward=False):
+    def __init__(self, first, *, announce=True, forward=False, once=False):
         self.first, self.announce, self.forward, self.cutting = first, announce, forward, False
+        self.once = once
         self.received, self.previous, self.procs, self.lock = [], {}, set(), threading.Lock()
 
     def __enter__(self):
@@ -61,16 +64,19 @@ class Signals:
 
     def on_signal(self, signum, frame):
         again, name = bool(self.received), signal.Signals(signum).name
+        if again and self.once:
+            return
         self.received.append(signum)
-        if not self.forward:
+        if not (self.forward or self.once):
             self.__exit__()
         with self.lock:
             procs = list(self.procs)
         if self.announce:
             key = 'Ctrl-C' if signum == signal.SIGINT else name
             print(f"\n{name}: " + (f"sent on to {len(procs)} running children, which now abort"
-                                   if again else f"{self.first.format(n=len(procs))}; {key} again "
-                                   "to abort"), file=sys.stderr, flush=True)
+                                   if again else self.first.format(n=len(procs)) +
+                                   ('' if self.once else f"; {key} again to abort")),
+                  file=sys.stderr, flush=True)
         for p in procs:
             with contextlib.suppress(ProcessLookupError):  # it has just exited
                 p.send_signal(signum)
@@ -119,8 +125,13 @@ class Distributed:
             if cuda:
                 torch.cuda.set_device(device)
                 self.ctrl = dist.new_group(backend='gloo', timeout=timeout)
-            yield self
-            dist.barrier()  # none tears down its group while another still uses it
+            try:
+                yield self
+            except SystemExit:  # a stop every process agreed on (a signal): it ends as a run does
+                dist.barrier()
+                raise
+            dist.barrier()  # none tears down its group while another still uses it (and a gloo
+            # thread finishing the last gather is not joined at exit while it waits for the GIL)
         except RuntimeError as e:
             ddp_failed(e, self, timeout_s, ckpt_path)  # a timeout or a lost peer: one line, exit 2
             raise

@@ -489,7 +489,8 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
         log = open_log(folder, cfg, state.iter_num, [switch] if switch else [])
     t0, elapsed_s0, first = time.time(), state.elapsed_s, (state.iter_num, state.train_s)
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
-    signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master)
+    signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master,
+                      once=procs.ddp)  # (torchrun sends a worker the terminal's Ctrl-C again)
     eval_s, stop = 0.0, None
     try:
         signals.install()  # (a `with` would indent the loop once more)
