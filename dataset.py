@@ -449,17 +449,15 @@ class DatasetWriter:
             os.makedirs(self.out_dir, exist_ok=True)
         except OSError as e:  # a file in the way, no permission, a read-only file system
             raise UsageError(f"cannot create directory {self.out_dir!r}: {e.strerror}") from None
+        regular_file(os.path.join(self.out_dir, 'meta.json'), "the dataset's meta.json",
+                     output=True, fix='move it away, or pass another --out_dir')  # renamed over
         self.lock = lock_folder(self.out_dir, 'a dataset')
         try:
             finish(self.out_dir)
-            regular_file(os.path.join(self.out_dir, 'meta.json'), "the dataset's meta.json",
-                         output=True, fix='move it away, or pass another --out_dir')
             names = os.listdir(self.out_dir)
             os.mkdir(self.new)
-        except (OSError, UsageError) as e:
+        except OSError as e:
             os.close(self.lock)
-            if isinstance(e, UsageError):
-                raise
             raise UsageError(f"cannot write in --out_dir={self.out_dir!r} ({e.strerror}: "
                              f"{e.filename})") from None
         # a run number above every one in the folder: the new shards' names are new to it

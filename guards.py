@@ -250,11 +250,11 @@ def lock_run_dir(out_dir, held):
     settle what a killed run left in it, before anything reads it."""
     if os.path.isdir(out_dir):
         held[:] = held or [lock_folder(out_dir, 'a run')]
+        for name in RUN_FILES:  # what a run renames over (settle too): only its own files
+            regular_file(os.path.join(out_dir, name), "a run's file", output=True,
+                         fix='move it away, or pass another --out_dir')
         try:
             settle(out_dir)
-            for name in RUN_FILES:  # what a run renames over: only its own files
-                regular_file(os.path.join(out_dir, name), "a run's file", output=True,
-                             fix='move it away, or pass another --out_dir')
         except OSError as e:
             raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
                              f"{e.filename}); fix that, or use another out_dir") from None

@@ -157,6 +157,10 @@ def claims():
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
                   f"4×128 (median of {loop['rounds']} alternating rounds")
+    ci = re.search(r'ci: ok in (\d+)s', open(os.path.join(HERE, 'results', 'ci_2026-11-27.txt'),
+                                              encoding='utf-8').read()).group(1)
+    readme.append(f"`.ci/run` took {ci} s on a fresh clone, 2 cores, 2026-11-27 (set-up, tests, quick start: "
+                  "`results/ci_2026-11-27.txt`)")
     return [('README.md', p) for p in readme] + [('RESULTS.md', p) for p in results()]
 
 
