@@ -7,7 +7,6 @@ the one reader of JSON-lines files.
 import contextlib
 import dataclasses
 import difflib
-import glob
 import inspect
 import itertools
 import json
@@ -241,22 +240,30 @@ def regular_file(path, what, *, output=False, fix='name a file'):
     raise UsageError(f"{what} {path!r} is {kind}; {fix}")
 
 
-def atomic_write(path, write):
+def atomic_write(path, write, *more):
     """write(f) into a temp file beside `path`, fsync, then os.replace: a crash leaves `path` as it
-    was. A failure (torch.save's RuntimeError on a full disk too) is one line naming `path`."""
-    regular_file(path, 'output', output=True)
-    tmp = f"{path}.tmp{os.getpid()}"
+    was. `more`: further (path, write) pairs, each whole in its temp file before the first rename,
+    then renamed in order: once one is renamed, the later ones' temp files stay whole for the next
+    start to rename (a kill or an error between two renames). A failure (torch.save's RuntimeError
+    on a full disk too) is one line naming the path."""
+    files, temps = [(path, write), *more], []
     try:
-        with open(tmp, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
-        os.replace(tmp, path)
+        for path, write in files:
+            regular_file(path, 'output', output=True)
+            temps.append(f"{path}.tmp{os.getpid()}")
+            with open(temps[-1], 'wb') as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        for (path, _), tmp in zip(files, temps):
+            os.replace(tmp, path)
+            temps = []
     except (OSError, RuntimeError) as e:
         raise write_error(path, e) from None
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 def write_error(path, e):
@@ -362,18 +369,9 @@ def quick_start(prepare=True):
 
 
 def no_checkpoint(path):
-    """The error for a missing out_dir/ckpt.pt: the config that trains that out_dir, the runs with
-    the nearest names, or how to train a first one."""
-    folder = os.path.normpath(os.path.dirname(path) or '.')
-    here = os.path.dirname(os.path.abspath(__file__))
-    for config in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py'))):
-        with contextlib.suppress(UsageError):  # a config that does not read cannot be the one
-            if os.path.normpath(str(exec_config_file(config).get('out_dir', ''))) == folder:
-                return UsageError(f"no checkpoint at {path!r}; train it first: python "
-                                  f"{script('train.py')} {os.path.relpath(config)}")
-    runs = {os.path.basename(os.path.dirname(p)): os.path.relpath(os.path.dirname(p))  # here, beside
-            for p in glob.glob(os.path.join(here, 'out*/ckpt.pt')) + glob.glob('out*/ckpt.pt')}
-    near = [runs[n] for n in nearest(os.path.basename(folder), sorted(runs))]
+    """The error for a missing out_dir/ckpt.pt: the run before a scratch start is in its prev/."""
+    prev = os.path.join(os.path.dirname(path), 'prev')
     return UsageError(f"no checkpoint at {path!r}; " + (
-        f"the runs with the nearest names: {', '.join(near)} (--out_dir=...)" if near else
+        f"{prev}/ holds the run before the last scratch start there (--out_dir={prev})"
+        if os.path.isfile(os.path.join(prev, 'ckpt.pt')) else
         f"train one first ({quick_start()}) or point out_dir at the right folder"))

@@ -2,13 +2,14 @@
 What guards a run, so that train.py reads as a loop: Ctrl-C and SIGTERM (`Signals`, the tools' too),
 a DDP process that does not answer, the checkpoint's format and the refusals before a resume, and
 out_dir: one run at a time (a flock), what a killed run left settled before anything reads it, and
-a scratch run over a previous one staged in out_dir/.new/ until its first checkpoint, when the
-previous run moves to prev/ whole (`swap`). Nobody needs to open this file to follow one step, a
-checkpoint or a batch.
+the run before a scratch start moved to prev/ (or dropped, if prev/ holds a longer one) before it
+trains. Nobody needs to open this file to follow one step, a checkpoint or a batch.
 """
 import contextlib
 import dataclasses
 import datetime
+import json
+import math
 import os
 import re
 import shutil
@@ -164,7 +165,7 @@ def ddp_failed(e, procs, timeout_s, ckpt_path):
         return
     print(f"error: rank {procs.rank} of {procs.world}: the other processes did not answer within "
           f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
-          f"output); {kept(os.path.dirname(ckpt_path), False)}; "
+          f"output); {kept(os.path.dirname(ckpt_path))}; "
           f"{str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(2)
@@ -243,101 +244,110 @@ def data_switch(ckpt, meta):
 
 
 # -----------------------------------------------------------------------------
-# out_dir: one run at a time, the previous run kept whole in prev/
+# out_dir: one run at a time; a scratch run moves the run before it to prev/ first
+
+RUN_FILES = ('log.jsonl', 'config.json', 'ckpt.pt')  # in the order they move: the checkpoint last
+
 
 def lock_run_dir(out_dir, held):
     """Once out_dir exists: lock it (its fd goes into the list `held`, unless one is there) and
-    settle what a killed run left in it, before anything reads it."""
-    if os.path.isdir(out_dir):
-        held[:] = held or [lock_folder(out_dir, 'a run')]
-        for name in RUN_FILES:  # what a run renames over (settle too): only its own files
-            regular_file(os.path.join(out_dir, name), "a run's file", output=True,
-                         fix='move it away, or pass another --out_dir')
-        try:
-            settle(out_dir)
-        except OSError as e:
-            raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
-                             f"{e.filename}); fix that, or use another out_dir") from None
+    settle what a killed run left, before anything reads it: its temp files go, but a save killed
+    between its two renames is finished (config.json's temp with no ckpt.pt temp beside it), and so
+    is a move to prev/ that out_dir/.moving/ holds."""
+    if not os.path.isdir(out_dir):
+        return
+    held[:] = held or [lock_folder(out_dir, 'a run')]
+    for name in RUN_FILES:  # what a run renames over: only its own files
+        regular_file(os.path.join(out_dir, name), "a run's file", output=True,
+                     fix='move it away, or pass another --out_dir')
+    try:
+        names = os.listdir(out_dir)
+        for name in names:
+            temp = re.fullmatch(r'(ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp(\d+))+', name)
+            if temp and temp[1] == 'config.json' and f'ckpt.pt.tmp{temp[2]}' not in names:
+                os.replace(os.path.join(out_dir, name), os.path.join(out_dir, 'config.json'))
+            elif temp:
+                os.remove(os.path.join(out_dir, name))
+        if os.path.isdir(os.path.join(out_dir, '.moving')):
+            move_to_prev(out_dir)
+        shutil.rmtree(os.path.join(out_dir, '.gone'), ignore_errors=True)
+    except OSError as e:
+        raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
+                         f"{e.filename}); fix that, or use another out_dir") from None
 
 
 def start_run(out_dir, held, scratch):
-    """The folder a run writes its files in: out_dir, made and locked; for a scratch run over a
-    previous run, out_dir/.new/, which `swap` commits at its first checkpoint."""
+    """out_dir made and locked; a scratch run starts it empty of runs: the run there moves to prev/
+    (prev/'s goes), unless it stopped with fewer tokens than prev/'s: then it goes. Decided from
+    what each run's config.json says of its last save; nothing moves once training begins."""
     try:
         os.makedirs(out_dir, exist_ok=True)
         lock_run_dir(out_dir, held)
-        if not (scratch and any(os.path.exists(os.path.join(out_dir, n)) for n in RUN_FILES)):
-            return out_dir
-        os.mkdir(os.path.join(out_dir, '.new'))
+        left = [n for n in RUN_FILES if os.path.exists(os.path.join(out_dir, n))]
+        if not scratch or not left:
+            return
+        prev = os.path.join(out_dir, 'prev')
+        now, before = last_save(out_dir), last_save(prev)
+        keep = now and (now['finished'] or not before or now['tokens_seen'] >= before['tokens_seen'])
+        print(f"note: this run starts over in {out_dir} (--init_from=resume continues a run instead): "
+              + (f"the run there ({describe(now)}) moves to {prev}/" if keep else
+                 f"the run there ({describe(now)}) goes, fewer tokens than {prev}/'s" if now else
+                 "what a run stopped before its first checkpoint left there goes")
+              + (f", replacing the one there ({describe(before)})" if keep and before else
+                 f"; {prev}/ keeps its run ({describe(before)})" if before else "")
+              + (f"; `mv {prev} another/folder` makes a run of it again" if keep or before else ""))
+        if keep:
+            move_to_prev(out_dir)
+        for name in reversed(left if not keep else ()):  # the checkpoint first: what is left is no run
+            os.remove(os.path.join(out_dir, name))
     except OSError as e:  # read-only, a file in the way, ...
         raise UsageError(f"out_dir {out_dir!r} cannot be created or written ({e.strerror}: "
                          f"{e.filename}); pass --out_dir=a/new/folder") from None
-    print(f"note: {out_dir} holds a previous run: this run starts over (--init_from=resume "
-          "continues that one instead); it stays as it is until this run saves its first "
-          f"checkpoint, then moves to {os.path.join(out_dir, 'prev')}/")
-    return os.path.join(out_dir, '.new')
 
 
-def swap(out_dir):
-    """out_dir/.new/ holds a scratch run's first checkpoint: out_dir's files are linked into .old/,
-    which replaces prev/ in one rename; then .new/ becomes .commit/, whose files move into out_dir.
-    At every step out_dir or prev/ holds the previous run whole, prev/ never a mix of two, and every
-    step can be taken again (settle). Returns the names of the files moved to prev/."""
+def last_save(folder):
+    """{'iter_num', 'tokens_seen', 'finished'} of the run in `folder` as its config.json says, None
+    without ckpt.pt; a run that does not say (an older train.py's) counts as finished."""
+    if not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
+        return None
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        with open(os.path.join(folder, 'config.json'), encoding='utf-8') as f:
+            saved = json.load(f)['saved']
+        if [type(saved[k]) for k in ('iter_num', 'tokens_seen', 'finished')] == [int, int, bool]:
+            return saved
+    return {'iter_num': None, 'tokens_seen': math.inf, 'finished': True}
+
+
+def describe(saved):
+    return ("saved by an older train.py" if saved['iter_num'] is None else
+            f"iter {saved['iter_num']:,}, {'finished' if saved['finished'] else 'stopped early'}")
+
+
+def move_to_prev(out_dir):
+    """out_dir's run into prev/, the run there out of the way, each step a rename: run files into
+    .moving/, prev/ to .gone/, .moving/ to prev/, then .gone/ goes. Taken again after a kill
+    (lock_run_dir does, while .moving/ exists), it finishes."""
     def p(*names):
         return os.path.join(out_dir, *names)
-    old = [n for n in RUN_FILES if os.path.exists(p(n))]
-    if os.path.isdir(p('.new')):  # (until .commit/ exists, out_dir's files are the previous run's)
-        for folder in ('.old', '.gone'):
-            shutil.rmtree(p(folder), ignore_errors=True)
-        if old:
-            os.makedirs(p('.old'))
-            for name in old:
-                os.link(p(name), p('.old', name))
-            if os.path.isdir(p('prev')):
-                os.replace(p('prev'), p('.gone'))
-            os.replace(p('.old'), p('prev'))
-            fsync_dir(out_dir)
-            shutil.rmtree(p('.gone'), ignore_errors=True)
-        os.replace(p('.new'), p('.commit'))
+    if not os.path.isdir(p('.moving')):
+        shutil.rmtree(p('.gone'), ignore_errors=True)  # (a kill left it: already on its way out)
+        os.mkdir(p('.moving'))
     for name in RUN_FILES:
-        if os.path.exists(p('.commit', name)):
-            os.replace(p('.commit', name), p(name))
-    shutil.rmtree(p('.commit'))
+        if os.path.exists(p(name)):
+            os.replace(p(name), p('.moving', name))
+    if os.path.isdir(p('prev')):
+        os.replace(p('prev'), p('.gone'))
+    os.replace(p('.moving'), p('prev'))
     fsync_dir(out_dir)
-    return old
+    shutil.rmtree(p('.gone'), ignore_errors=True)
 
 
-def commit_run(out_dir):
-    """A scratch run's first checkpoint is saved in out_dir/.new/: the previous run moves to prev/."""
-    try:
-        moved = swap(out_dir)
-    except OSError as e:
-        raise UsageError(f"could not move the previous run to {out_dir}/prev/ ({e.strerror}); this "
-                         "checkpoint is saved, and the next run in that folder finishes the move") \
-            from None
-    print(f"note: the previous run ({', '.join(moved)}) is kept in {out_dir}/prev/; "
-          "--init_from=resume continues a run instead of starting over")
-
-
-def kept(out_dir, staged):
-    """What a run stopped by an error leaves: the previous run, or the last checkpoint."""
-    path = os.path.join(out_dir, 'ckpt.pt')
-    return (f"the previous run in {out_dir} is kept as it was" if staged else
-            f"{path} is kept as it was" if os.path.exists(path) else "no checkpoint was saved")
-
-
-def settle(out_dir):
-    """What a run killed in out_dir left: atomic_write's temp files go (out_dir is locked: whoever
-    wrote them is dead); a .new/ with a whole first save (config.json is written after ckpt.pt), or
-    a .commit/, was committed: its swap is finished; any other .new/ goes."""
-    for name in os.listdir(out_dir):
-        if re.fullmatch(r'(?:ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp\d+)+', name):
-            os.remove(os.path.join(out_dir, name))
-    new = os.path.join(out_dir, '.new')
-    if os.path.isdir(os.path.join(out_dir, '.commit')) or os.path.isfile(os.path.join(new, 'config.json')):
-        swap(out_dir)
-    elif os.path.isdir(new):
-        shutil.rmtree(new)
+def kept(out_dir):
+    """What a run stopped by an error leaves: its last checkpoint, or the run before in prev/."""
+    path, prev = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'prev')
+    return (f"{path} is the last checkpoint saved" if os.path.exists(path) else "no checkpoint was saved"
+            + (f" (the run before is in {prev}/)" if os.path.exists(os.path.join(prev, 'ckpt.pt'))
+               else ""))
 
 
 # -----------------------------------------------------------------------------

@@ -37,9 +37,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
                           run_main, write_error)
 from dataset import load_shard, open_dataset
-from guards import (CHECKPOINT_FORMAT, Distributed, Signals, check_resumable, commit_run, duration,
-                    kept, load_checkpoint, lock_run_dir, peak_flops, resolve_device, settle,
-                    start_run)
+from guards import (CHECKPOINT_FORMAT, Distributed, Signals, check_resumable, duration, kept,
+                    load_checkpoint, lock_run_dir, peak_flops, resolve_device, start_run)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -346,22 +345,22 @@ def write_row(log, row):
         raise write_error(log.name, e) from None
 
 
-def save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs):
-    """ckpt.pt, then config.json, into `folder`; a scratch run's first save there commits it: the
-    folder the next save writes in."""
+def save(raw_model, optimizer, scaler, state, cfg, meta, procs):
+    """ckpt.pt and config.json (the settings, and how far the run got: what a scratch rerun reads
+    to decide which run prev/ keeps), both whole before the first is renamed into place."""
     if not all(torch.isfinite(p).all() for p in raw_model.parameters()):  # inf gradients spoil them
         raise UsageError(f"a weight is not finite at iter {state.iter_num}: stopped without saving")
     rng = procs.gather(rng_state())
     if procs.master:
         ckpt = make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, rng=rng)
-        atomic_write(os.path.join(folder, 'ckpt.pt'), lambda f: torch.save(ckpt, f))
-        config = json.dumps(dataclasses.asdict(cfg), indent=1).encode()
-        atomic_write(os.path.join(folder, 'config.json'), lambda f: f.write(config))
-        if folder != cfg.out_dir:  # the first save of a scratch run over a previous one
-            commit_run(cfg.out_dir)
-        print(f"saved {os.path.join(cfg.out_dir, 'ckpt.pt')} at iter {state.iter_num}")
+        saved = {'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
+                 'finished': state.finished}
+        config = json.dumps({**dataclasses.asdict(cfg), 'saved': saved}, indent=1).encode()
+        path = os.path.join(cfg.out_dir, 'ckpt.pt')
+        atomic_write(path, lambda f: torch.save(ckpt, f),
+                     (os.path.join(cfg.out_dir, 'config.json'), lambda f: f.write(config)))
+        print(f"saved {path} at iter {state.iter_num}")
     state.saved_at = state.iter_num
-    return cfg.out_dir
 
 
 # -----------------------------------------------------------------------------
@@ -482,11 +481,11 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
         return batches.get(0, state.iter_num + m // accum, procs.rank * accum + m % accum)
     X, Y = batch(0)
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
-    folder, log = cfg.out_dir, None
+    log = None
     if procs.master:
         say_start(cfg, procs, accum, raw_model, peak, switch, state)
-        folder = start_run(cfg.out_dir, held, cfg.init_from == 'scratch')
-        log = open_log(folder, cfg, state.iter_num, [switch] if switch else [])
+        start_run(cfg.out_dir, held, cfg.init_from == 'scratch')
+        log = open_log(cfg.out_dir, cfg, state.iter_num, [switch] if switch else [])
     t0, elapsed_s0, first = time.time(), state.elapsed_s, (state.iter_num, state.train_s)
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
     signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master,
@@ -516,7 +515,7 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
                     record_eval(losses, state, cfg, log, flops_per_token)
                     scores.update(losses)
                     if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
-                        folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
+                        save(raw_model, optimizer, scaler, state, cfg, meta, procs)
                 eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
             if stop:
                 break
@@ -548,17 +547,14 @@ def train(cfg, ckpt, switch, procs, meta, paths, held):
                          eval_s, peak, raw_model, procs, log)
             state.iter_num += 1
         if state.saved_at != state.iter_num:  # the final state (also after a signal)
-            folder = save(folder, raw_model, optimizer, scaler, state, cfg, meta, procs)
+            save(raw_model, optimizer, scaler, state, cfg, meta, procs)
     except UsageError as e:  # a failed write, a loss that is not finite: and what is kept
-        raise UsageError(f"{e}; {kept(cfg.out_dir, staged=folder != cfg.out_dir)}") from None
+        raise UsageError(f"{e}; {kept(cfg.out_dir)}") from None
     finally:
         signals.restore()
         if log is not None:
             with contextlib.suppress(OSError):  # (a full disk: the log holds what it holds)
                 log.close()
-        if procs.master and os.path.isdir(cfg.out_dir):
-            with contextlib.suppress(OSError):  # what is left is settled by the next run there
-                settle(cfg.out_dir)
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
         if procs.master:
             print(f"stopped by {signal.Signals(signals.exit_code() - 128).name} "

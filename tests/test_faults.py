@@ -8,7 +8,6 @@ import errno
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -170,22 +169,29 @@ def test_a_run_that_fails_before_training_leaves_out_dir_as_it_was(data_dir, tmp
     assert not os.path.exists(tmp_path / 'new')  # not even created
 
 
+def runs(out):
+    """(out_dir's run files, prev/'s) as {name: bytes}: what a reader of each folder sees."""
+    now = snapshot(out) if os.path.isdir(out) else {}
+    return ({k: v for k, v in now.items() if k in guards.RUN_FILES},
+            {k[5:]: v for k, v in now.items() if k.startswith('prev/') and k[5:] in guards.RUN_FILES})
+
+
 def test_a_scratch_run_that_fails_in_training_keeps_the_previous_run(data_dir, tmp_path):
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=6')
-    first = snapshot(out)
+    first, _ = runs(out)
     nan = ['--learning_rate=1e30', '--warmup_iters=0', '--grad_clip=0', '--eval_interval=1', '--max_iters=20']
-    with pytest.raises(UsageError, match=r"loss is not finite at iter \d+: stopped without saving; the previous run "
-                                         rf"in {re.escape(str(out))} is kept as it was$"):
+    with pytest.raises(UsageError, match=r"loss is not finite at iter \d+: stopped without saving; no checkpoint was "
+                                         rf"saved \(the run before is in {re.escape(str(out))}/prev/\)$"):
         run(data_dir, out, *nan)
-    assert snapshot(out) == first  # its log and config too; no temp file, no prev/
-    # a good rerun moves the first run to prev/; a failing one after it keeps both
+    assert runs(out) == ({'log.jsonl': runs(out)[0]['log.jsonl']}, first)  # moved whole before it trained
+    # a good rerun keeps prev/ (the failed run's log goes); a failing one after it makes that one the backup
     run(data_dir, out, '--max_iters=2', '--seed=5')
-    second = snapshot(out)
-    assert {k[len('prev/'):]: v for k, v in second.items() if k.startswith('prev/')} == first
+    second, prev = runs(out)
+    assert prev == first and guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 5
     with pytest.raises(UsageError, match='loss is not finite'):
         run(data_dir, out, *nan)
-    assert snapshot(out) == second
+    assert runs(out)[1] == second
 
 
 def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, capsys):
@@ -194,21 +200,19 @@ def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, caps
     capsys.readouterr()
     run(data_dir, out, '--max_iters=4', '--eval_interval=2')
     text = capsys.readouterr().out
-    start = text.index(f"note: {out} holds a previous run: this run starts over (--init_from=resume continues that "
-                       f"one instead); it stays as it is until this run saves its first checkpoint, then moves "
-                       f"to {out / 'prev'}/")
-    moved = text.index(f"note: the previous run (ckpt.pt, log.jsonl, config.json) is kept in {out}/prev/")
-    assert start < text.index('step 2: train loss') < moved < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
+    note = text.index(f"note: this run starts over in {out} (--init_from=resume continues a run instead): the run "
+                      f"there (iter 2, finished) moves to {out / 'prev'}/; `mv {out / 'prev'} another/folder` makes "
+                      "a run of it again\n")
+    assert note < text.index('step 0: evaluating') < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
     assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
     steps = [r['iter'] for _, r in configurator.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
-    assert steps == [0, 1, 2, 3]  # the rows written before the first checkpoint are in the new log
-    with open(out / 'config.json') as f:
-        assert json.load(f) == guards.load_checkpoint(str(out / 'ckpt.pt'))['config']
+    assert steps == [0, 1, 2, 3]
+    ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
+    with open(out / 'config.json') as f:  # the settings, and how far the run got: what the next rerun reads
+        assert json.load(f) == {**ckpt['config'], 'saved': {'iter_num': 4, 'tokens_seen': 4 * 64, 'finished': True}}
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl', 'prev']
+    assert sorted(os.listdir(out / 'prev')) == ['ckpt.pt', 'config.json', 'log.jsonl']
 
-
-# -----------------------------------------------------------------------------
-# a full disk
 
 def test_a_full_disk_at_a_log_row_is_one_line_and_keeps_the_checkpoint(data_dir, tmp_path, monkeypatch):
     out = tmp_path / 'out'
@@ -216,36 +220,36 @@ def test_a_full_disk_at_a_log_row_is_one_line_and_keeps_the_checkpoint(data_dir,
     before = snapshot(out)
     fill_disk(monkeypatch, train, r'^log\.jsonl', room=300)  # a row or two, then the disk is full
     with pytest.raises(UsageError, match=r"^could not write '.*log.jsonl': no space left on device; .*ckpt.pt is "
-                                         r"kept as it was$"):
+                                         r"the last checkpoint saved$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8', '--eval_interval=100')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
-    # a scratch run over it: the previous run stays whole, the new log is gone
-    with pytest.raises(UsageError, match=r"could not write '.*log.jsonl': no space left on device; "
-                                         r"the previous run in .* is kept as it was"):
+    # a scratch run over it: the previous run is in prev/, whole, before the new log fails
+    with pytest.raises(UsageError, match=r"could not write '.*log.jsonl': no space left on device; no checkpoint "
+                                         r"was saved \(the run before is in .*prev/\)$"):
         run(data_dir, out, '--max_iters=8', '--eval_interval=100')
     monkeypatch.undo()
-    after = snapshot(out)
-    assert after['ckpt.pt'] == before['ckpt.pt'] and sorted(after) == sorted(before)
-    assert run(data_dir, out, '--init_from=resume', '--max_iters=6')['iter_num'] == 6  # resumes fine
+    assert runs(out)[1]['ckpt.pt'] == before['ckpt.pt'] and sorted(runs(out)[1]) == sorted(before)
+    run(data_dir, out, '--max_iters=2', '--seed=3')  # what the failed run left goes, prev/ stays
+    assert runs(out)[1]['ckpt.pt'] == before['ckpt.pt']
 
 
 def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, tmp_path, monkeypatch):
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=4')
     before = snapshot(out)
-    fill_disk(monkeypatch, configurator, r'^ckpt\.pt\.(tmp|new)', room=2000)  # torch.save then says 'unexpected pos'
-    with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; .*ckpt.pt is kept "
-                                         r"as it was$"):
+    fill_disk(monkeypatch, configurator, r'^ckpt\.pt\.tmp', room=2000)  # torch.save then says 'unexpected pos'
+    with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; .*ckpt.pt is the "
+                                         r"last checkpoint saved$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
     assert snapshot(out)['config.json'] == before['config.json']  # the resume's settings never beside it
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
     after_resume = snapshot(out)  # (its log holds the rows past the checkpoint; a resume drops them)
-    # the first checkpoint of a scratch run over it: nothing moves to prev/
-    with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; the previous "
-                                         r"run in .* is kept as it was$"):
+    # the first checkpoint of a scratch run over it fails: the run before is whole in prev/
+    with pytest.raises(UsageError, match=r"^could not write '.*ckpt.pt': no space left on device; no checkpoint "
+                                         r"was saved \(the run before is in .*prev/\)$"):
         run(data_dir, out, '--max_iters=8')
-    assert snapshot(out) == after_resume
+    assert runs(out)[1] == after_resume and 'ckpt.pt' not in runs(out)[0]
 
 
 def test_a_failed_write_names_its_cause_through_torch_save():
@@ -371,7 +375,7 @@ def wait_for(proc, text):
 def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=6')
-    trained = snapshot(out)
+    trained, _ = runs(out)
     for _ in range(2):  # twice: the second rerun must not replace what the first kept either
         proc = start(data_dir, out, '--max_iters=50', '--eval_iters=1000000')  # a first evaluation of minutes
         wait_for(proc, 'step 0: evaluating')
@@ -379,59 +383,208 @@ def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130 and 'stopped by SIGINT before any training: nothing saved' in stdout, stderr
-        assert snapshot(out) == trained  # no iteration-0 checkpoint, nothing moved to prev/
+        here, prev = runs(out)
+        assert prev == trained and 'ckpt.pt' not in here  # moved whole to prev/ before it trained
 
 
 def test_prev_holds_the_run_before_the_last_scratch_start_whole(data_dir, tmp_path):
-    """One generation: a scratch run that saves moves the run it replaces to prev/, its three files
-    together (whatever that run was: finished or stopped); prev/'s older run goes."""
+    """Finished runs one after another: each scratch run moves the one before to prev/, its three files
+    together; prev/'s older run goes."""
     out = tmp_path / 'out'
     for seed, iters in ((1, 4), (2, 2), (3, 6)):
-        before = {k: v for k, v in snapshot(out).items() if '/' not in k} if out.exists() else {}
+        before = runs(out)[0]
         run(data_dir, out, f'--max_iters={iters}', f'--seed={seed}')
         assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == seed
-        assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == before
+        assert runs(out)[1] == before
+
+
+# train.py runs forked from one process that has imported torch (a fresh process less its import): each
+# action of `plan` in turn, in its `out` (a copy of `base` if given); after each, out is copied to <prefix><i>
+# and the exit code written to <prefix><i>.rc. An action can stop its run at its `at`-th step (SIGINT, SIGTERM,
+# or `kill`: as kill -9), or fail its `fault`-th file operation from the start of out_dir's set-up on (`mode`:
+# kill or error); a run of faults ends at the first that did fewer operations than its fault's number
+DRIVER = """
+import json, os, shutil, signal, sys, traceback
+sys.path.insert(0, {here!r})
+import torch._dynamo  # torch.optim imports it on first use: here once, not in every fork
+import guards, train
+from configurator import run_main
+plan, prefix = json.loads(sys.argv[1]), sys.argv[2]
+for i, act in enumerate(plan):
+    out = act['out']
+    if act.get('base'):
+        shutil.copytree(act['base'], out)
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(os.open(f'{{prefix}}{{i}}.err', os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        n = [0]
+        if act.get('how'):
+            step = train.train_step
+            def stopping(*a, **kw):
+                n[0] += 1
+                if n[0] == act['at']:
+                    if act['how'] == 'kill':
+                        os._exit(137)
+                    os.kill(os.getpid(), getattr(signal, act['how'].upper()))
+                return step(*a, **kw)
+            train.train_step = stopping
+        if act.get('fault'):
+            def counted(fn):
+                def call(*a, **kw):
+                    n[0] += 1
+                    if n[0] == act['fault']:
+                        if act['mode'] == 'kill':
+                            os._exit(137)  # as kill -9: no except, no finally
+                        raise OSError(28, 'No space left on device')
+                    return fn(*a, **kw)
+                return call
+            start = train.start_run
+            def counting(*a, **kw):
+                for name in ('replace', 'remove', 'mkdir', 'rename'):
+                    setattr(os, name, counted(getattr(os, name)))
+                guards.shutil.rmtree = counted(shutil.rmtree)
+                return start(*a, **kw)
+            train.start_run = counting
+        sys.argv = ['train.py', *act['args'], f'--out_dir={{out}}']
+        code = 1
+        try:
+            run_main(train.main)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            print(f"operations: {{n[0]}}", file=sys.stderr)
+            sys.stdout.flush(), sys.stderr.flush()
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if os.path.isdir(out):
+        shutil.copytree(out, f'{{prefix}}{{i}}', symlinks=True)
+    with open(f'{{prefix}}{{i}}.rc', 'w') as f:
+        f.write(str(code))
+    if act.get('fault') and code == 0 and int(open(f'{{prefix}}{{i}}.err').read().split('operations: ')[1]) < act['fault']:
+        break  # no fault was injected: every operation is covered
+"""
+
+
+def drive(tmp_path, data_dir, plan):
+    """Run DRIVER's plan; [(exit code, stderr, the copy of out_dir after it)] for each action it ran."""
+    script = tmp_path / 'driver.py'
+    script.write_text(DRIVER.format(here=HERE))
+    for act in plan:
+        act['args'] = [*TINY, f'--data_dir={data_dir}', f"--seed={act['seed']}", *act['args']]
+        act['out'] = str(act.get('out', tmp_path / 'out'))
+    subprocess.run([sys.executable, str(script), json.dumps(plan), str(tmp_path / 'after')], cwd=HERE,
+                   check=True, timeout=600, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    done = []
+    for i in range(len(plan)):
+        if not (tmp_path / f'after{i}.rc').exists():
+            break
+        done.append((int((tmp_path / f'after{i}.rc').read_text()), (tmp_path / f'after{i}.err').read_text(),
+                     tmp_path / f'after{i}'))
+    return done
+
+
+def identity(folder):
+    """(seed, iter, tokens, finished) of the run in `folder`, after checking that it is whole: ckpt.pt and
+    config.json of one save of one run, and its log's steps those of the run up to its checkpoint; None
+    without ckpt.pt."""
+    if not os.path.exists(os.path.join(folder, 'ckpt.pt')):
+        return None
+    ckpt = guards.load_checkpoint(os.path.join(folder, 'ckpt.pt'))
+    with open(os.path.join(folder, 'config.json')) as f:
+        config = json.load(f)
+    saved = {'iter_num': ckpt['iter_num'], 'tokens_seen': ckpt['tokens_seen'], 'finished': ckpt['finished']}
+    assert config['saved'] == saved and config['seed'] == ckpt['config']['seed'], (folder, config['saved'], saved)
+    steps = [r['iter'] for _, r in configurator.read_jsonl(os.path.join(folder, 'log.jsonl')) if 'loss' in r]
+    logged = list(range(0, ckpt['iter_num'], config['log_interval']))
+    assert steps[:len(logged)] == logged, folder
+    return ckpt['config']['seed'], ckpt['iter_num'], ckpt['tokens_seen'], ckpt['finished']
+
+
+def kept_by_a_rerun(here, prev):
+    """The rule (README, GUIDE §9): at a scratch start, out_dir's run becomes prev/'s unless it has none, or
+    stopped with fewer tokens than prev/'s run: then prev/ keeps its own."""
+    if here is None or not here[3] and prev is not None and here[2] < prev[2]:
+        return prev
+    return here
+
+
+@pytest.mark.parametrize('plan', [
+    # the newcomer's: a finished run, a rerun stopped by Ctrl-C, a rerun; then a newer finished run is the backup
+    [dict(seed=1, args=['--max_iters=24']),
+     dict(seed=2, args=['--max_iters=24'], how='sigint', at=10),
+     dict(seed=3, args=['--max_iters=24']),
+     dict(seed=4, args=['--max_iters=4'])],
+    # finished, a killed rerun (its log past its checkpoint), SIGTERM, a NaN stop, a longer Ctrl-C'd run, other
+    # budgets and another config
+    [dict(seed=1, args=['--max_iters=24']),
+     dict(seed=2, args=['--max_iters=24', '--eval_interval=4'], how='kill', at=15),
+     dict(seed=3, args=['--max_iters=24'], how='sigterm', at=6),
+     dict(seed=4, args=['--learning_rate=1e30', '--warmup_iters=0', '--grad_clip=0', '--eval_interval=1']),
+     dict(seed=5, args=['--max_iters=100'], how='sigint', at=30),
+     dict(seed=6, args=['--max_tokens=256', '--n_embd=16']),
+     dict(seed=7, args=['--max_iters=100'], how='kill', at=3),
+     dict(seed=8, args=['--max_iters=8'])],
+], ids=['newcomer', 'mixed'])
+def test_a_rerun_never_loses_a_finished_run_to_an_interrupted_one(data_dir, tmp_path, plan):
+    """Any mix of finished runs, runs stopped by Ctrl-C, SIGTERM, a kill or a NaN stop, and reruns with other
+    budgets or configs: after each, every run on disk is whole, out_dir holds the newest run's files only, and
+    prev/ holds what the rule keeps: a run goes only in favour of a finished run or a longer one."""
+    done = drive(tmp_path, data_dir, plan)
+    assert len(done) == len(plan)
+    here = prev = None
+    for (code, err, after), act in zip(done, plan):
+        expected = kept_by_a_rerun(here, prev) if here or prev else None
+        here, prev = identity(after), identity(after / 'prev')
+        assert prev == expected, (act, prev, expected, err[-1500:])
+        assert here is None or here[0] == act['seed'], (act, here)  # out_dir: this run's files only
+        assert code == {'sigint': 130, 'sigterm': 143, 'kill': 137}.get(act.get('how'), code), (code, err[-1500:])
+        if code in (0, 130, 143):  # it saved where it stopped
+            assert here[3] == (code == 0) and 'Traceback' not in err, (act, here)
+        assert sorted(n for n in os.listdir(after) if n not in guards.RUN_FILES) == (['prev'] if prev else [])
+    assert prev is not None and prev[3]  # a finished run is the backup at the end of both sequences
 
 
 def test_a_kill_as_a_reruns_first_checkpoint_appears_then_a_resume_continues_that_run(data_dir, tmp_path, capsys):
-    """SIGKILL the moment a scratch rerun's first checkpoint is on disk (in out_dir/.new/, or already moved):
-    the resume that follows continues that run, not the one before it, which stays whole in prev/."""
+    """SIGKILL the moment a scratch rerun's first checkpoint is on disk: the resume that follows continues
+    that run, not the one before it, which stays whole in prev/."""
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=6')  # the trained run: seed 1337, iter 6
-    trained = snapshot(out)
+    trained, _ = runs(out)
     proc = start(data_dir, out, '--max_iters=60', '--eval_interval=20', '--seed=7')
-    while proc.poll() is None and not any((out / d / 'ckpt.pt').exists() and
-                                          (d or guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 20)
-                                          for d in ('.new', '.commit', '')):
+    while proc.poll() is None and not (os.path.exists(out / 'ckpt.pt') and os.path.exists(out / 'prev' / 'ckpt.pt')):
         time.sleep(0.0005)
     proc.kill()
     proc.communicate()
     capsys.readouterr()
     run(data_dir, out, '--max_iters=60', '--eval_interval=20', '--seed=7', '--init_from=resume')
     assert 'resuming from iter 20 ' in capsys.readouterr().out
-    assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} == trained
+    assert runs(out)[1] == trained
     rows = [r for _, r in configurator.read_jsonl(str(out / 'log.jsonl'))]
     assert [r['iter'] for r in rows if 'loss' in r] == list(range(60))  # the new run's rows only
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['config']['seed'] == 7
 
 
-def test_a_scratch_run_that_cannot_stage_is_one_line(data_dir, tmp_path, monkeypatch):
+def test_a_scratch_run_that_cannot_move_the_run_before_is_one_line(data_dir, tmp_path, monkeypatch):
     """out_dir holds a run but nothing can be written there (read-only; root ignores the mode, so the
-    failure is simulated), or a file of someone else's sits where the staging folder goes: one line,
-    and out_dir as it was."""
+    failure is simulated), or a file of someone else's sits where the move goes: one line, and out_dir as
+    it was."""
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=2')
     before = snapshot(out)
     with monkeypatch.context() as m:
         m.setattr(guards.os, 'mkdir', lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, 'Permission denied', a[0])))
         with pytest.raises(UsageError, match=r"^out_dir '.*out' cannot be created or written \(Permission denied: "
-                                             r".*\.new\); pass --out_dir=a/new/folder$"):
+                                             r".*\.moving\); pass --out_dir=a/new/folder$"):
             run(data_dir, out, '--max_iters=4')
     assert snapshot(out) == before
-    (out / '.new').write_text('not a folder train.py made')
-    with pytest.raises(UsageError, match=r"cannot be created or written \(File exists: .*\.new\)"):
+    (out / '.moving').write_text('not a folder train.py made')
+    with pytest.raises(UsageError, match=r"cannot be created or written \(File exists: .*\.moving\)"):
         run(data_dir, out, '--max_iters=4')
-    assert snapshot(out) == {**before, '.new': b'not a folder train.py made'}
+    assert snapshot(out) == {**before, '.moving': b'not a folder train.py made'}
 
 
 def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
@@ -469,142 +622,90 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
     for err, code in zip((e for _, e in results), codes):
         assert code == 0 or re.fullmatch(r"error: .* is in use: another process is writing a run there; .*\n", err), err
     folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
-    seeds = set()
-    for folder in folders:  # each folder holds the files of one run, not a mix of two
-        ckpt = guards.load_checkpoint(str(folder / 'ckpt.pt'))
-        with open(folder / 'config.json') as f:
-            assert ckpt['config']['seed'] == json.load(f)['seed']
-        rows = [r for _, r in configurator.read_jsonl(str(folder / 'log.jsonl'))]
-        assert [r['iter'] for r in rows if 'loss' in r] == list(range(0, 300, 100))
-        seeds.add(ckpt['config']['seed'])
-    assert len(seeds) == len(folders)
+    assert len({identity(folder)[0] for folder in folders}) == len(folders)  # each whole, each its own run
 
 
-ROTATION_FAULT = """
-import os, shutil, sys, traceback
-sys.path.insert(0, {here!r})
-import torch._dynamo  # torch.optim imports it on first use: here once, not in every fork
-import guards, train
-from configurator import run_main
-mode, base, prefix = sys.argv[1:4]
-args, n, step = sys.argv[4:], [0], 0
-
-def counted(fn):
-    def call(*args, **kwargs):
-        n[0] += 1
-        if n[0] == step:
-            if mode == 'kill':
-                os._exit(137)  # as kill -9: no except, no finally
-            raise OSError(28, 'No space left on device')
-        return fn(*args, **kwargs)
-    return call
-
-swap = guards.swap
-def counting(out_dir):  # count the file operations of the move to prev/, and of what settles it
-    for name in ('replace', 'link', 'makedirs', 'remove', 'rmdir'):
-        setattr(guards.os, name, counted(getattr(os, name)))
-    guards.shutil.rmtree = counted(shutil.rmtree)
-    guards.swap = swap
-    return swap(out_dir)
-guards.swap = counting
-
-# one run of train.py per step, each a fork of this process (a fresh process less torch's import):
-# step k fails the k-th file operation, until a run does fewer than k
-while True:
-    step += 1
-    out = f"{{prefix}}{{step}}"
-    shutil.copytree(base, out)
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        os.dup2(os.open(out + '.err', os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
-        sys.argv = [sys.argv[0], *args, f'--out_dir={{out}}']
-        code = 1
-        try:
-            run_main(train.main)
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            print(f"file operations: {{n[0]}}", file=sys.stderr)
-            sys.stdout.flush(), sys.stderr.flush()
-            os._exit(code)
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    with open(out + '.rc', 'w') as f:
-        f.write(str(code))
-    text = open(out + '.err').read()
-    if code == 0 and int(text.split('file operations: ')[1]) < step or step == 40:
-        break
-"""
-
-
-def test_a_kill_between_a_first_saves_two_files_leaves_the_previous_run_whole(data_dir, tmp_path):
-    """A scratch run over a trained one is killed after its first ckpt.pt is in .new/ and before its
-    config.json: that save is not whole, so what settles it drops it; out_dir stays the trained run,
-    never the new checkpoint beside the old config.json."""
+def test_a_save_killed_between_its_two_renames_is_finished_by_the_next_start(data_dir, tmp_path):
+    """ckpt.pt and config.json are both whole in their temp files before either is renamed; killed between
+    the two renames (a first save, or a later one), the next start renames config.json's, so that it says
+    what the checkpoint holds: the next rerun decides on the truth."""
     script = tmp_path / 'fault.py'
     script.write_text(f"""
 import os, sys
 sys.path.insert(0, {HERE!r})
 import train
 from configurator import run_main
-write = train.atomic_write
-def dying(path, fn):
-    if path.endswith(os.path.join('.new', 'config.json')):
-        os._exit(137)  # as kill -9, between the first save's two files
-    return write(path, fn)
-train.atomic_write = dying
+replace, n, nth = os.replace, [0], int(sys.argv.pop(1))
+def dying(src, dst):
+    replace(src, dst)
+    if dst.endswith('ckpt.pt'):
+        n[0] += 1
+        if n[0] == nth:
+            os._exit(137)  # as kill -9, after the checkpoint's rename, before config.json's
+train.os.replace = dying
 run_main(train.main)
 """)
-    out = tmp_path / 'out'
-    run(data_dir, out, '--max_iters=4')
-    trained = snapshot(out)
-    proc = subprocess.run([sys.executable, str(script), *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
-                           '--max_iters=2', '--seed=3'], cwd=HERE, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 137 and os.path.isfile(out / '.new' / 'ckpt.pt'), proc.stderr[-2000:]
-    guards.settle(str(out))  # what the next run in out_dir does first
-    assert snapshot(out) == trained
+    for nth in (1, 2):
+        out = tmp_path / f'out{nth}'
+        proc = subprocess.run([sys.executable, str(script), str(nth), *TINY, f'--data_dir={data_dir}',
+                               f'--out_dir={out}', '--max_iters=8'], cwd=HERE, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 137 and any(n.startswith('config.json.tmp') for n in os.listdir(out))
+        guards.lock_run_dir(str(out), held := [])  # what the next run in out_dir does first
+        os.close(held[0])
+        assert identity(out)[1:] == (4 * nth, 4 * nth * 64, nth == 2)  # its last save, whole
+        assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']
+
+
+def stopped_run(monkeypatch, data_dir, out, at, *extra):
+    """A run that Ctrl-C stops at its `at`-th step (it saves there)."""
+    step, n = train.train_step, [0]
+
+    def stopping(*a, **kw):
+        n[0] += 1
+        if n[0] == at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return step(*a, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(train, 'train_step', stopping)
+        with pytest.raises(SystemExit, match='130'):
+            run(data_dir, out, *extra)
 
 
 @pytest.mark.parametrize('mode', ['kill', 'error'])
-def test_a_fault_at_every_step_of_the_rotation_keeps_the_trained_run_whole(data_dir, tmp_path, mode):
-    script = tmp_path / 'fault.py'
-    script.write_text(ROTATION_FAULT.format(here=HERE))
+@pytest.mark.parametrize('before', ['finished', 'stopped'])
+def test_a_fault_at_every_file_operation_of_a_scratch_start_keeps_every_run_whole(
+        data_dir, tmp_path, monkeypatch, mode, before):
+    """A scratch rerun killed (or failing: a full disk) at each file operation in turn, from out_dir's set-up
+    to its last save: over a finished run (which moves to prev/, the older one there going), or over a
+    stopped, shorter one (which goes, prev/ staying). Once the next start has settled what the fault left,
+    every run is whole and where the rule puts it; the next command continues from there."""
     base = tmp_path / 'base'
-    run(data_dir, base, '--max_iters=6')  # the trained run
-    run(data_dir, base, '--max_iters=4', '--seed=2')  # and one before it, now in prev/
-    trained, older = snapshot(base), {k[5:]: v for k, v in snapshot(base).items() if k.startswith('prev/')}
-    trained = {k: v for k, v in trained.items() if not k.startswith('prev/')}
-    subprocess.run([sys.executable, str(script), mode, str(base), str(tmp_path / mode), *TINY,
-                    f'--data_dir={data_dir}', '--max_iters=2', '--seed=3'], cwd=HERE, check=True, timeout=600)
-    for step in range(1, 40):
-        out = tmp_path / f'{mode}{step}'
-        proc = subprocess.CompletedProcess([], int((tmp_path / f'{mode}{step}.rc').read_text()), '',
-                                           (tmp_path / f'{mode}{step}.err').read_text())
-        now = snapshot(out)  # what a reader sees: the three files, here and in prev/ (a killed run's temp
-        here = {k: v for k, v in now.items() if k in guards.RUN_FILES}  # files are settled by the next run)
-        prev = {k[5:]: v for k, v in now.items() if k[5:] in guards.RUN_FILES and k.startswith('prev/')}
-        assert here == trained or prev == trained, (step, proc.stderr[-500:])  # never a mix, never lost
-        parked = {k.split('/', 1)[1]: v for k, v in now.items() if k.startswith('.gone/')}
-        assert prev in (older, trained) or parked == older, step  # the older run whole too (a swap of prev/
-        # killed half-way parks it in .gone/, which the next run drops: it was being replaced)
-        if proc.returncode == 0:  # the rotation went through (an error at a hard link falls back to a copy)
-            assert here != trained and prev == trained
-            if int(proc.stderr.split('file operations: ')[1]) < step:
-                break  # no fault was injected: every step is covered
-            continue
-        assert 'Traceback' not in proc.stderr and proc.returncode in (2, 137), proc.stderr[-2000:]
-        if mode == 'error':  # one line, and out_dir as it was (before the commit) or the rotation finished
-            assert proc.stderr.count('\n') == 2 and (now == snapshot(base) or prev == trained), proc.stderr
-        # what comes next finds a whole run: a resume continues it, a rerun keeps it in prev/
-        assert run(data_dir, out, '--max_iters=8', '--init_from=resume')['iter_num'] == 8
-        assert {k[5:]: v for k, v in snapshot(out).items() if k.startswith('prev/')} in (older, trained)
+    run(data_dir, base, '--max_iters=4', '--seed=2')
+    run(data_dir, base, '--max_iters=6', '--seed=1')  # the trained run; the one before it in prev/
+    if before == 'stopped':
+        stopped_run(monkeypatch, data_dir, base, 2, '--max_iters=40', '--seed=5')  # 2 steps: fewer tokens
+    start_here, start_prev = identity(base), identity(base / 'prev')
+    done = drive(tmp_path, data_dir, [dict(seed=3, args=['--max_iters=2'], fault=k, mode=mode, base=str(base),
+                                           out=tmp_path / f'{mode}{k}') for k in range(1, 40)])
+    for k, (code, err, after) in enumerate(done, 1):
+        assert 'Traceback' not in err and code in (0, 2, 137), err[-2000:]
+        if mode == 'error' and code == 2:
+            assert err.count('\n') == 2 and err.startswith('error: '), err  # one line (and the count)
+        out = tmp_path / f'{mode}{k}'  # (the fault's own folder: `after` is a copy of it)
+        guards.lock_run_dir(str(out), held := [])  # what the next start does first
+        os.close(held[0])
+        here, prev = identity(out), identity(out / 'prev')  # whole, both
+        if prev == start_prev and here == start_here:  # not moved yet: out_dir as it was
+            pass
+        else:  # moved or dropped by the rule; out_dir holds the new run's files or none
+            assert prev == kept_by_a_rerun(start_here, start_prev), (k, prev, err)
+            assert here is None or here[0] == 3, (k, here)
+        assert sorted(n for n in os.listdir(out) if n not in guards.RUN_FILES) == ['prev'], os.listdir(out)
+        # what comes next obeys the rule from what is there
         run(data_dir, out, '--max_iters=2', '--seed=4')
-        assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 8
-        shutil.rmtree(out)
-    assert proc.returncode == 0 and step > 5, step
+        assert identity(out / 'prev') == kept_by_a_rerun(here, prev) and identity(out)[0] == 4
+    assert code == 0 and k > 6, k
 
 
 # -----------------------------------------------------------------------------
@@ -921,4 +1022,4 @@ def test_a_scratch_run_over_an_odd_checkpoint_moves_it_to_prev_with_a_note(data_
     assert run(data_dir, out, '--max_iters=2')['iter_num'] == 2
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == old
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
-    assert f"note: the previous run (ckpt.pt) is kept in {out}/prev/" in capsys.readouterr().out
+    assert f"the run there (saved by an older train.py) moves to {out}/prev/" in capsys.readouterr().out

@@ -60,18 +60,6 @@ def test_importing_every_module_starts_nothing():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_readme_and_guide_state_the_suite_as_it_is():
-    """The test count README.md and GUIDE.md give is the suite's, counted, not typed."""
-    proc = subprocess.run([sys.executable, '-m', 'pytest', '--collect-only', '-q', '-p', 'no:cacheprovider'],
-                          cwd=HERE, capture_output=True, text=True, timeout=300)
-    n = int(re.search(r'(\d+) tests? collected', proc.stdout).group(1))
-    for doc in ('README.md', 'GUIDE.md'):
-        with open(os.path.join(HERE, doc), encoding='utf-8') as f:
-            said = re.search(r'([\d,]+) tests \(', f.read())
-        assert said and int(said.group(1).replace(',', '')) == n, \
-            f"{doc} says {said and said.group(1)} tests, the suite collects {n}: write {n}"
-
-
 def test_the_device_scripts_name_files_that_exist():
     """A script prepared for a GPU session (results/**/*.sh) runs once a device is lent, with no
     second try: every repository file it names (`tests/test_model.py`, `configs/gpt.py`) is there."""

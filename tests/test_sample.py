@@ -354,28 +354,18 @@ def test_gpt2_by_name_offline_names_the_real_flag_and_checks_the_ranks_file(tmp_
         load_tokenizer(meta, ranks_file=str(tmp_path / 'nope.tiktoken'))
 
 
-def test_a_missing_run_is_answered_with_its_config_or_the_nearest_runs(tmp_path, monkeypatch):
-    """sample.py on a run not trained yet names the config that trains it; on a mistyped out_dir, the
-    runs with the nearest names, here or beside the scripts; the commands it gives run from here."""
+def test_a_missing_run_is_one_line_that_says_how_to_make_one_or_where_the_run_before_is(runs, tmp_path, monkeypatch):
+    """sample.py on a folder with no checkpoint: how to train one (the commands as typed from here); where
+    a scratch rerun stopped before its first checkpoint, the run before it, in prev/."""
     monkeypatch.chdir(tmp_path)
-    train_py = os.path.relpath(os.path.join(HERE, 'train.py'))  # from here
-    with pytest.raises(UsageError, match=rf"no checkpoint at 'out-gmlp/ckpt.pt'; train it first: python "
-                                         rf"{re.escape(train_py)} .*configs/gmlp.py$"):
+    with pytest.raises(UsageError, match=rf"^no checkpoint at 'out-gmlp/ckpt.pt'; train one first \(python "
+                                         rf"{re.escape(os.path.relpath(HERE))}/prepare.py && python .*/train.py "
+                                         r".*/configs/quick.py\) or point out_dir at the right folder$"):
         sample.main(['--out_dir=out-gmlp', '--device=cpu'])
-    os.makedirs('out-mine')
-    open(os.path.join('out-mine', 'ckpt.pt'), 'wb').close()
-    with pytest.raises(UsageError, match=r"no checkpoint at 'out-mien/ckpt.pt'; the runs with the nearest "
-                                         r"names: out-mine \(--out_dir=...\)$"):
-        sample.main(['--out_dir=out-mien', '--device=cpu'])
-    beside = os.path.join(HERE, 'out-besidetest')  # a run beside the scripts, typed from here
-    os.makedirs(beside)
-    try:
-        open(os.path.join(beside, 'ckpt.pt'), 'wb').close()
-        with pytest.raises(UsageError, match=rf"the runs with the nearest names: "
-                                             rf"{re.escape(os.path.relpath(beside))} \(--out_dir=...\)$"):
-            sample.main(['--out_dir=out-besidtest', '--device=cpu'])
-        with pytest.raises(UsageError, match=rf"train one first \(python {re.escape(os.path.relpath(HERE))}"
-                                             rf"/prepare.py && python .*/train.py .*/configs/quick.py\)"):
-            sample.main(['--out_dir=nothing-like-it', '--device=cpu'])
-    finally:
-        shutil.rmtree(beside)
+    data = [*TINY, f"--data_dir={os.path.join(os.path.dirname(runs['mha']), 'char')}", '--out_dir=out']
+    train.main(data)
+    with pytest.raises(UsageError, match='loss is not finite'):  # a rerun that fails before its first save
+        train.main([*data, '--learning_rate=1e30', '--warmup_iters=0', '--grad_clip=0', '--eval_interval=1'])
+    with pytest.raises(UsageError, match=r"^no checkpoint at 'out/ckpt.pt'; out/prev/ holds the run before the "
+                                         r"last scratch start there \(--out_dir=out/prev\)$"):
+        sample.main(['--out_dir=out', '--device=cpu'])

@@ -188,8 +188,8 @@ def test_checkpoint_layout_and_rebuild(data_dir, tmp_path):
     assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 4 * 16
     with open(os.path.join(data_dir, 'meta.json')) as f:
         assert ckpt['meta'] == json.load(f)
-    with open(tmp_path / 'config.json') as f:
-        assert json.load(f) == ckpt['config']
+    with open(tmp_path / 'config.json') as f:  # the settings, and how far the run got
+        assert json.load(f) == {**ckpt['config'], 'saved': {'iter_num': 3, 'tokens_seen': 3 * 4 * 16, 'finished': True}}
     assert ckpt['config']['vocab_size'] == ckpt['meta']['vocab_size'] == ckpt['model_args']['vocab_size']
     assert not any(k.startswith(('_orig_mod.', 'module.')) for k in ckpt['model'])
     assert {'torch', 'cuda', 'numpy', 'python', 'data'} <= ckpt['rng'][0].keys()
@@ -630,7 +630,7 @@ def test_a_scratch_run_keeps_the_previous_runs_checkpoint(data_dir, tmp_path, ca
     trained = (out / 'ckpt.pt').read_bytes()
     old_log = (out / 'log.jsonl').read_text()
     run(data_dir, out, '--max_iters=2', '--seed=5')  # rerunning the config: a new, shorter run
-    assert 'previous run (ckpt.pt, log.jsonl, config.json) is kept in' in capsys.readouterr().out
+    assert f"the run there (iter 6, finished) moves to {out}/prev/" in capsys.readouterr().out
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == trained  # nothing the user had is lost
     assert (out / 'prev' / 'log.jsonl').read_text() == old_log
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
