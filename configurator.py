@@ -276,7 +276,7 @@ def write_error(path, e):
     return UsageError(f"could not write {path!r}: {why[:1].lower()}{why.splitlines()[0][1:]}")
 
 
-def lock_folder(path, what, *, waiting=None, stop=None):
+def lock_folder(path, *, waiting=None, stop=None):
     """Hold `path` (a folder, or a lock file made if missing) until this process exits or closes the
     returned fd: a flock dies with its process (kill -9 too), so it is never stale. Held elsewhere:
     a UsageError; with `waiting`, said once and waited for, until `stop` turns true (then None).
@@ -303,8 +303,8 @@ def lock_folder(path, what, *, waiting=None, stop=None):
             os.close(fd)
             if waiting:
                 return None
-            raise UsageError(f"{path} is in use: another process is writing {what} there; wait "
-                             "for it to finish or stop it, or use another folder")
+            raise UsageError(f"{path} is in use: another process (a train.py or a prepare.py) is "
+                             "writing there; wait for it to finish or stop it, or use another folder")
         if n == 0:
             print(f"  {waiting}; waiting", file=sys.stderr, flush=True)
         time.sleep(1.0)

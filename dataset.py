@@ -2,9 +2,8 @@
 What a token dataset on disk is, for prepare.py that writes it and train.py and sample.py that read
 it: the tokenizer its meta.json describes (char, byte or tiktoken, rebuilt and checked from it), its
 shards in llm.c's format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
-uint32, token count; then the tokens), meta.json and the data's fingerprint, and the atomic commit
-of a folder (`DatasetWriter`: the new dataset staged in out_dir/.new/, meta.json's replacement the
-switch).
+uint32, token count; then the tokens), meta.json and the data's fingerprint, and how a folder is
+written once (`DatasetWriter`: the new dataset whole beside it, then swapped in by two renames).
 
 Each tokenizer has encode(str) -> list[int], decode(ids) -> str, vocab_size, eot_token, name, meta()
 (what meta.json needs to rebuild it) and encode_array(str) -> np.ndarray (prepare.py's fast path).
@@ -19,11 +18,12 @@ import os
 import pathlib
 import re
 import shutil
+import time
 
 import numpy as np
 
-from configurator import (UsageError, atomic_write, beside_scripts, fsync_dir, lock_folder,
-                          regular_file, script, write_error)
+from configurator import (UsageError, atomic_write, fsync_dir, lock_folder, script,
+                          write_error)
 
 
 EOT = '<|endoftext|>'
@@ -249,9 +249,6 @@ def describe_tokenizer(meta):
 
 MAGIC = 20240520
 HEADER_BYTES = 256 * 4
-# prepare.py's shards: <split>_g<run>_<index>.bin, a new run number each time, so that a reader
-# holding an older meta.json never opens a newer run's shard under an old name
-PREPARED = re.compile(r'(?:train|val)_(?:g(\d+)_)?\d{6}\.bin')
 
 
 class ShardError(UsageError):
@@ -269,7 +266,7 @@ def load_shard(path):
     try:
         size = os.path.getsize(path)
     except OSError:
-        raise ShardError(f"shard {path!r} not found") from None
+        raise ShardError(f"shard {path!r} not found; rerun prepare.py") from None
     if size < HEADER_BYTES:
         raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
                          "header; it is truncated, rerun prepare.py")
@@ -289,18 +286,13 @@ def load_shard(path):
     return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
 
 
-def find_shards(data_dir, split):
-    """The shard paths of `split`: those meta.json lists, else (raw llm.c shards) the sorted
-    data_dir/<split>_*.bin, else *_<split>_*.bin (llm.c's fineweb_train_000001.bin names)."""
-    meta = read_meta(data_dir)
+def find_shards(data_dir, split, meta):
+    """The shard paths of `split`: those `meta` (data_dir's meta.json) lists, else (raw llm.c
+    shards) the sorted data_dir/<split>_*.bin, else *_<split>_*.bin (fineweb_train_000001.bin)."""
     if meta and 'shards' in meta:  # only these: no other file in the folder is read
-        paths = [os.path.join(data_dir, name) for name in meta['shards'][split]]
-        missing = next((p for p in paths if not os.path.isfile(p)), None)
-        if missing:
-            raise UsageError(f"{missing} is listed in meta.json but missing; rerun prepare.py")
-    else:
-        paths = (sorted(glob.glob(os.path.join(glob.escape(data_dir), f"{split}_*.bin")))
-                 or sorted(glob.glob(os.path.join(glob.escape(data_dir), f"*_{split}_*.bin"))))
+        return [os.path.join(data_dir, name) for name in meta['shards'][split]]
+    paths = (sorted(glob.glob(os.path.join(glob.escape(data_dir), f"{split}_*.bin")))
+             or sorted(glob.glob(os.path.join(glob.escape(data_dir), f"*_{split}_*.bin"))))
     if not paths:
         raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
                          f"(python {script('prepare.py')} writes data/pydoc_char)")
@@ -308,20 +300,46 @@ def find_shards(data_dir, split):
 
 
 def open_dataset(data_dir):
-    """(meta or None, {'train': shard paths, 'val': shard paths}) of a dataset folder, or a
-    UsageError that names the prepare.py command to run."""
-    if not os.path.isdir(data_dir):
-        there = beside_scripts(data_dir)
-        if there:
-            raise UsageError(f"data_dir {data_dir!r} is not in this folder ({os.getcwd()}) but beside "
-                             f"the scripts: run from there, or pass --data_dir={there}")
-        raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` "
-                         f"first or pass --data_dir=...")
-    meta = read_meta(data_dir)
-    problem = meta and tokenizer_problem(meta)
-    if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
-        raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
-    return meta, {split: find_shards(data_dir, split) for split in ('train', 'val')}
+    """(meta or None, {'train': [(path, tokens)], 'val': [...]}): meta.json read once, then the
+    shards it lists, all of one folder. prepare.py swaps a new dataset in by renaming folders: a
+    read that overlaps the swap is taken again (the folder is another one), never mixed."""
+    for _ in range(3):
+        folder = folder_id(data_dir)
+        try:
+            meta = read_meta(data_dir)
+            problem = meta and tokenizer_problem(meta)
+            if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
+                raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+            shards = {split: [(p, load_shard(p)) for p in find_shards(data_dir, split, meta)]
+                      for split in ('train', 'val')}
+        except UsageError:
+            if folder_id(data_dir) == folder:
+                raise
+            continue
+        if folder_id(data_dir) == folder:
+            return meta, shards
+    raise UsageError(f"{data_dir} changed each time it was read (prepare.py is writing there); "
+                     "rerun when it is done")
+
+
+def folder_id(data_dir):
+    """The folder data_dir names now (device, inode); while prepare.py swaps a new one in (two
+    renames) it is missing for an instant: waited for. Else a UsageError saying what to run."""
+    new = beside(data_dir, 'new')
+    for _ in range(40):
+        if os.path.exists(data_dir) or not os.path.isdir(new):
+            break
+        time.sleep(0.05)
+    if os.path.isdir(data_dir):
+        st = os.stat(data_dir)
+        return st.st_dev, st.st_ino
+    if os.path.exists(data_dir):
+        raise UsageError(f"data_dir {data_dir!r} is not a folder; pass --data_dir=a/dataset/folder")
+    if os.path.isdir(new):
+        raise UsageError(f"data_dir {data_dir!r} is missing: a prepare.py was killed as it swapped "
+                         f"in the new dataset it wrote in {new}; rerun it to finish the swap")
+    raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` first or "
+                     "pass --data_dir=...")
 
 
 def read_meta(data_dir):
@@ -419,23 +437,30 @@ def describe_data(meta, data_dir=None):
 
 
 # -----------------------------------------------------------------------------
-# writing a dataset folder: staged in out_dir/.new/, then one atomic switch
+# writing a dataset folder: whole beside it, then swapped in
+
+def beside(out_dir, part):
+    """A folder beside out_dir: .<name>.new (a dataset being written), .<name>.old (the one it
+    replaces, while the swap runs), .<name>.download (FineWeb's shards, kept for a rerun)."""
+    parent, name = os.path.split(os.path.normpath(out_dir))
+    return os.path.join(parent, f".{name}.{part}")
+
 
 class DatasetWriter:
     """
-    A new dataset in `out_dir`, committed whole or not at all:
+    A new dataset for `out_dir`, written whole beside it, then swapped in:
         with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # out_dir locked
-            w.add('train', ids, nbytes) ...  # shards <split>_g<run>_<index>.bin, in out_dir/.new/
-            w.commit(meta)                   # its meta.json, then `finish` moves it in
-    Readers read only what meta.json lists, so out_dir switches to the new dataset in one rename:
-    the staged meta.json over out_dir's. Leaving the block without commit() (an error, Ctrl-C)
-    removes what this run wrote; a second prepare.py into out_dir is refused; the next run finishes
-    a commit that a kill cut short, or drops a dataset that was not committed.
+            w.add('train', ids, nbytes) ...  # shards train_000000.bin, ... in .<name>.new/
+            w.commit(meta)                   # its meta.json, then the swap (`swap_in`)
+    A reader sees the old dataset or the new one, whole. Leaving the block without commit() (an
+    error, Ctrl-C) removes what this run wrote; the next run finishes a swap a kill cut short.
+    Only a folder of datasets is replaced: one that holds other files is refused.
     """
 
     def __init__(self, out_dir, *, dtype, shard_tokens):
-        self.out_dir, self.new, self.dtype = out_dir, os.path.join(out_dir, '.new'), np.dtype(dtype)
-        self.limit, self.done, self.committed = shard_tokens, {'train': [], 'val': []}, False
+        self.out_dir, self.dtype, self.limit = os.path.normpath(out_dir), np.dtype(dtype), shard_tokens
+        self.new = beside(self.out_dir, 'new')
+        self.done, self.committed = {'train': [], 'val': []}, False
         self.tokens, self.bytes = {'train': 0, 'val': 0}, {'train': 0, 'val': 0}
         self.sha = {'train': hashlib.sha256(), 'val': hashlib.sha256()}  # of each split's tokens
         self.max_id, self.f, self.split, self.n = {}, None, None, 0  # n: the open shard's tokens
@@ -445,24 +470,23 @@ class DatasetWriter:
         while not os.path.exists(os.path.dirname(self.made)):
             self.made = os.path.dirname(self.made)
         self.made = None if os.path.exists(self.made) else self.made
+        other = [n for n in sorted(os.listdir(self.out_dir)) if not n.startswith('.') and not (
+            re.fullmatch(r'meta\.json|\w*(?:train|val)_\w*\.bin', n)
+            and os.path.isfile(os.path.join(self.out_dir, n)))] if os.path.isdir(self.out_dir) else []
+        if other:  # (a run's, or the user's: never removed with the dataset it replaces)
+            raise UsageError(f"{self.out_dir} holds files that are not a dataset's ({', '.join(other[:3])}"
+                             f"{', ...' if other[3:] else ''}): a folder is a run's or a dataset's; "
+                             "pass another --out_dir")
         try:
             os.makedirs(self.out_dir, exist_ok=True)
         except OSError as e:  # a file in the way, no permission, a read-only file system
             raise UsageError(f"cannot create directory {self.out_dir!r}: {e.strerror}") from None
-        regular_file(os.path.join(self.out_dir, 'meta.json'), "the dataset's meta.json",
-                     output=True, fix='move it away, or pass another --out_dir')  # renamed over
-        self.lock = lock_folder(self.out_dir, 'a dataset')
+        self.lock = lock_folder(self.out_dir)
         try:
             finish(self.out_dir)
-            names = os.listdir(self.out_dir)
             os.mkdir(self.new)
         except OSError as e:
-            os.close(self.lock)
-            raise UsageError(f"cannot write in --out_dir={self.out_dir!r} ({e.strerror}: "
-                             f"{e.filename})") from None
-        # a run number above every one in the folder: the new shards' names are new to it
-        self.run = 1 + max((int(m.group(1) or 0) for m in map(PREPARED.fullmatch, names) if m),
-                           default=0)
+            self.__exit__(OSError, e, None)
         return self
 
     def add(self, split, ids, nbytes):
@@ -476,7 +500,7 @@ class DatasetWriter:
                 if self.f is not None and self.split != split:
                     self.close_shard()
                 if self.f is None:
-                    path = os.path.join(self.new, f"{split}_g{self.run}_{len(self.done[split]):06d}.bin")
+                    path = os.path.join(self.new, f"{split}_{len(self.done[split]):06d}.bin")
                     self.f, self.split = open(path, 'wb'), split
                     self.f.write(shard_header(0, self.dtype))
                 take = ids[:self.limit - self.n]
@@ -488,6 +512,15 @@ class DatasetWriter:
                     self.close_shard()
         except OSError as e:
             raise write_error(path or self.f.name, e) from None
+
+    def link(self, split, path):
+        """A whole shard already on disk (a download) into `split`, as it is: linked, or copied."""
+        target = os.path.join(self.new, os.path.basename(path))
+        try:
+            os.link(path, target)
+        except OSError:  # another file system, or none that links
+            shutil.copyfile(path, target)
+        self.done[split].append(os.path.basename(path))
 
     def close_shard(self):
         if self.f is None:
@@ -504,18 +537,28 @@ class DatasetWriter:
         self.tokens[self.split] += self.n
         self.f, self.n = None, 0
 
-    def commit(self, meta):
-        """Complete `meta` with the shard list and counts and make it out_dir's meta.json: until that
-        rename the readers see only the old dataset, from it on only the new one."""
+    def counts(self):
+        """What meta.json says of the tokens add() wrote: per split, their count, bytes of text,
+        tokens per byte, largest id and sha256."""
         self.close_shard()
-        per_byte = {s: self.tokens[s] / self.bytes[s] for s in self.tokens if self.bytes[s]}
-        meta.update(tokens=self.tokens, bytes=self.bytes, tokens_per_byte=per_byte,
-                    max_id=self.max_id, run=self.run, shards=self.done,
+        return dict(tokens=self.tokens, bytes=self.bytes, max_id=self.max_id,
+                    tokens_per_byte={s: self.tokens[s] / self.bytes[s] for s in self.tokens
+                                     if self.bytes[s]},
                     token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
+
+    def commit(self, meta):
+        """`meta` with the shard list, as the new folder's meta.json; then the swap."""
+        self.close_shard()
+        meta = {**meta, 'shards': self.done}
         atomic_write(os.path.join(self.new, 'meta.json'),
                      lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
-        finish(self.out_dir)
-        self.committed = True
+        fsync_dir(self.new)
+        self.committed = True  # from here on a failure leaves the swap to finish(), not undone
+        try:
+            swap_in(self.out_dir)
+        except OSError as e:
+            raise UsageError(f"could not move the new dataset into {self.out_dir} ({e.strerror}); "
+                             "the next prepare.py there moves it in") from None
         return meta
 
     def __exit__(self, kind, e, tb):
@@ -523,14 +566,10 @@ class DatasetWriter:
         try:
             if kind is None or self.committed:
                 return False
-            with contextlib.suppress(OSError, UsageError):
-                if (read_meta(self.out_dir) or {}).get('run') == self.run:
-                    return False  # interrupted just after the switch: the new dataset is in place
             if self.f is not None:
                 with contextlib.suppress(OSError):  # (a full disk fails the flush again)
                     self.f.close()
             shutil.rmtree(self.new, ignore_errors=True)
-            tidy(self.out_dir, drop=lambda m: m.group(1) == str(self.run))  # moved in already
             if self.made:
                 shutil.rmtree(self.made, ignore_errors=True)
             if isinstance(e, OSError):
@@ -540,28 +579,27 @@ class DatasetWriter:
             os.close(self.lock)
 
 
+def swap_in(out_dir):
+    """out_dir -> .<name>.old/, .<name>.new/ -> out_dir, then .old/ goes: two renames, a reader
+    waiting out the instant between (dataset.folder_id). An error between puts the old one back."""
+    new, old = beside(out_dir, 'new'), beside(out_dir, 'old')
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(out_dir, old)
+    try:
+        os.replace(new, out_dir)
+    except OSError:
+        os.replace(old, out_dir)
+        raise
+    fsync_dir(os.path.dirname(old) or '.')
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def finish(out_dir):
-    """Commit a staged dataset that holds its meta.json (a run killed while committing it): its
-    shards move into out_dir, then its meta.json over out_dir's, the switch; the shards meta.json no
-    longer lists then go. A staged dataset without meta.json was never committed: it goes."""
-    new = os.path.join(out_dir, '.new')
+    """What a prepare.py killed writing out_dir left: a new dataset written whole (its meta.json is
+    there) is swapped in, the swap finished if it was cut between its renames; anything else of
+    it goes."""
+    new, old = beside(out_dir, 'new'), beside(out_dir, 'old')
     if os.path.isfile(os.path.join(new, 'meta.json')):
-        for name in os.listdir(new):
-            if name != 'meta.json':
-                os.replace(os.path.join(new, name), os.path.join(out_dir, name))
-        fsync_dir(out_dir)  # the shards' names are on disk before a meta.json names them
-        os.replace(os.path.join(new, 'meta.json'), os.path.join(out_dir, 'meta.json'))
-        fsync_dir(out_dir)
-    with contextlib.suppress(OSError, UsageError, TypeError):  # what will not go goes next time
-        shutil.rmtree(new, ignore_errors=True)
-        listed = read_meta(out_dir)['shards']
-        tidy(out_dir, drop=lambda m: m.group(0) not in listed['train'] + listed['val'])
-
-
-def tidy(out_dir, drop):
-    """Remove prepare.py's shards in out_dir whose name's match drop(match) is true of."""
-    for name in os.listdir(out_dir):
-        m = PREPARED.fullmatch(name)
-        if m and drop(m):
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(out_dir, name))
+        swap_in(out_dir)
+    shutil.rmtree(new, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)

@@ -256,7 +256,10 @@ def lock_run_dir(out_dir, held):
     is a move to prev/ that out_dir/.moving/ holds."""
     if not os.path.isdir(out_dir):
         return
-    held[:] = held or [lock_folder(out_dir, 'a run')]
+    if os.path.exists(os.path.join(out_dir, 'meta.json')):
+        raise UsageError(f"{out_dir} holds a dataset (meta.json): a folder is a run's or a "
+                         "dataset's; pass another --out_dir")
+    held[:] = held or [lock_folder(out_dir)]
     for name in RUN_FILES:  # what a run renames over: only its own files
         regular_file(os.path.join(out_dir, name), "a run's file", output=True,
                      fix='move it away, or pass another --out_dir')

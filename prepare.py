@@ -10,17 +10,16 @@ Tokenise a text corpus into binary shards that train.py reads.
 
 Tokenizers: char (the corpus's characters), byte (256 values), or tiktoken: an encoding name such
 as gpt2 (downloaded once; offline, set TIKTOKEN_CACHE_DIR to a copy of its cache) or a local
-.tiktoken ranks file. The shards (train_g1_000000.bin ..., val_g1_000000.bin ...) are in llm.c's
-format: a 256 x int32 header (magic 20240520, version 1 = uint16 tokens or 2 = uint32, token
-count), then the tokens. meta.json lists them, says how to rebuild the tokenizer and gives each
-split's tokens per byte: train.py reports losses in bits per byte too, so that char, byte and BPE
-runs compare on one scale.
+.tiktoken ranks file. The shards (train_000000.bin ..., val_000000.bin ...) are in llm.c's format:
+a 256 x int32 header (magic 20240520, version 1 = uint16 tokens or 2 = uint32, token count), then
+the tokens. meta.json lists them, says how to rebuild the tokenizer and gives each split's tokens
+per byte: train.py reports losses in bits per byte too, so that char, byte and BPE runs compare on
+one scale.
 
-A run writes the new dataset into out_dir/.new/ (shards named g<run>, a new number each run), then
-moves it in: its meta.json, whose list is all that readers use, replaces the old
-one in one rename, and only then do the old shards go. A failure at any point (an error, a full
-disk, kill -9, a power cut) leaves the whole old dataset or the whole new one; the next run
-finishes a commit that a kill cut short.
+A run writes the new dataset whole into .<name>.new/ beside out_dir, then swaps it in by two
+renames (dataset.DatasetWriter): a reader sees the old dataset or the new one, never a mix; a
+failure at any point (an error, a full disk, kill -9) leaves the old one, and the next run finishes
+a swap that a kill cut short.
 """
 import os
 import signal
@@ -30,14 +29,12 @@ if __name__ == "__main__":  # Ctrl-C while the imports below load: exit 130, qui
 
 import bisect
 import codecs
-import collections
 import dataclasses
 import functools
 import glob
 import hashlib
 import io
 import itertools
-import json
 import re
 import shlex
 import sys
@@ -48,10 +45,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, lock_folder, parse_config, require, run_main
-from dataset import (PREPARED, ByteTokenizer, CharTokenizer, DatasetWriter, ShardError,
-                     TiktokenTokenizer, load_shard, sha256_file, tiktoken_by_name,
-                     tiktoken_from_file)
+from configurator import UsageError, atomic_write, parse_config, require, run_main
+from dataset import (ByteTokenizer, CharTokenizer, DatasetWriter, ShardError, beside, load_shard,
+                     sha256_file, tiktoken_by_name, tiktoken_from_file)
 
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
@@ -99,7 +95,7 @@ def make_tokenizer(cfg, parts, several_docs):
     if spec == 'char':  # a pass over the corpus finds the vocabulary, and checks its UTF-8
         chars = {'\n'} if several_docs else set()  # '\n' separates documents
         for _, doc, start, end in parts:
-            for text, _ in texts(doc, start, end, cfg.errors, bpe=False):
+            for text, _ in texts(doc, start, end, cfg.errors):
                 chars.update(text)
         return CharTokenizer(''.join(sorted(chars)))
     if spec == 'byte':
@@ -149,23 +145,26 @@ def main(argv):
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
     stream = pieces(parts, tok, cfg.errors)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    threads = cfg.workers or len(os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity')
+                                 else range(os.cpu_count()))
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
     ntok, read, last = 0, 0, time.time()
-    with DatasetWriter(out_dir, dtype=dtype, shard_tokens=cfg.shard_tokens) as dataset:
-        encoded = ordered_map(functools.partial(encode, tok), stream, cfg.workers or cores)
-        for split, ids, nbytes in encoded:
-            dataset.add(split, ids, nbytes)
-            ntok, read, now = ntok + len(ids), read + nbytes, time.time()
-            if now - last > 2:  # progress, for runs long enough to want it
-                last, dt = now, now - t0
-                print(f"prepare: {read / 1e6:.0f}/{total / 1e6:.0f} MB, {read / 1e6 / dt:.1f} "
-                      f"MB/s, {ntok / 1e6 / dt:.2f}M tokens/s", file=sys.stderr, flush=True)
+    with DatasetWriter(out_dir, dtype=dtype, shard_tokens=cfg.shard_tokens) as dataset, \
+            ThreadPoolExecutor(threads) as pool:
+        # pieces encoded 2 per thread at a time, added in corpus order
+        for batch in iter(lambda: list(itertools.islice(stream, 2 * threads)), []):
+            for split, ids, nbytes in pool.map(functools.partial(encode, tok), batch):
+                dataset.add(split, ids, nbytes)
+                ntok, read, now = ntok + len(ids), read + nbytes, time.time()
+                if now - last > 2:  # progress, for runs long enough to want it
+                    last, dt = now, now - t0
+                    print(f"prepare: {read / 1e6:.0f}/{total / 1e6:.0f} MB, {read / 1e6 / dt:.1f}"
+                          f" MB/s, {ntok / 1e6 / dt:.2f}M tokens/s", file=sys.stderr, flush=True)
         meta = dataset.commit({'format_version': 1, 'tokenizer': tok.meta(),
                                'vocab_size': tok.vocab_size, 'eot_token': tok.eot_token,
                                'dtype': np.dtype(dtype).name, 'source': source,
                                'split': {'val_fraction': cfg.val_fraction, 'cut': cut[2]},
-                               'command': command})
+                               'command': command, **dataset.counts()})
     print(f"wrote {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
           f"{source['name']} to {out_dir}: tokenizer {tok.name}, vocab {tok.vocab_size}, "
           f"{meta['tokens_per_byte']['val']:.3f} val tokens per byte, "
@@ -179,7 +178,6 @@ SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/da
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 SHAKESPEARE_BYTES = 1115394
 PIECE_BYTES = 1 << 20  # text is read, decoded and encoded in pieces of about 1 MB
-CUT_FREE_CHARS = 1 << 20  # BPE text with no cut point (see _CUT) this long is cut anyway (memory)
 SPLIT_TOLERANCE = 0.25  # a split by whole files holds val_fraction within 25% of it, or is not made
 PYTHON = '{}.{}.{}'.format(*sys.version_info[:3])
 
@@ -193,7 +191,12 @@ class Doc:
 
 
 def blocks(doc, start, end):
-    with open(doc.path, 'rb') if doc.data is None else io.BytesIO(doc.data) as f:
+    try:
+        f = open(doc.path, 'rb') if doc.data is None else io.BytesIO(doc.data)
+    except OSError as e:  # no permission, gone
+        raise UsageError(f"cannot read {doc.path!r} ({(e.strerror or str(e)).lower()}); fix it, or "
+                         "leave it out of --input") from None
+    with f:
         f.seek(start)
         while start < end:
             block = f.read(min(PIECE_BYTES, end - start))
@@ -268,69 +271,43 @@ def shakespeare_corpus(cache_dir):
             with urllib.request.urlopen(SHAKESPEARE_URL, timeout=30) as r:
                 data = r.read()
         except OSError as e:  # URLError, timeouts
-            raise UsageError(f"cannot download Tiny Shakespeare ({e}); fetch {SHAKESPEARE_URL} "
-                             f"yourself and pass --input=path/to/input.txt") from None
+            raise UsageError(f"cannot download Tiny Shakespeare ({e}); offline, put a copy of "
+                             f"{SHAKESPEARE_URL} at {path}") from None
         if hashlib.sha256(data).hexdigest() != SHAKESPEARE_SHA256:
-            raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; "
-                             f"pass a good copy with --input=PATH")
+            raise UsageError(f"the download of {SHAKESPEARE_URL} has the wrong sha256; put a good "
+                             f"copy at {path}")
         os.makedirs(cache_dir, exist_ok=True)
         atomic_write(path, lambda f: f.write(data))
-    return file_corpus([path])
+    docs, source = file_corpus([path])
+    return docs, {**source, 'name': 'shakespeare', 'url': SHAKESPEARE_URL,
+                  'description': 'Tiny Shakespeare (karpathy/char-rnn)'}
 
 
 def file_corpus(inputs):
-    """Every file the inputs name (files, folders walked in sorted order, globs), one document each.
-    A walk leaves out hidden files, what is not a regular file (a device, a pipe: it may not end), and
-    the folders prepare.py wrote (its own output, when out_dir lies inside the input)."""
+    """Every file the inputs name (files; folders, walked in sorted order, hidden entries left out;
+    globs), one document each, read as given."""
     paths = []
-    for pattern in inputs:
-        if any(c in pattern for c in '*?['):
-            matches = sorted(glob.glob(pattern, recursive=True))
-            if not matches:
-                raise UsageError(f"--input={pattern!r} matches no file")
-        elif os.path.exists(pattern):
-            matches = [pattern]
-        else:
-            raise UsageError(f"--input={pattern!r}: no such file or directory")
+    for name in inputs:
+        matches = sorted(glob.glob(name, recursive=True)) if glob.has_magic(name) else [name]
+        if not matches or not os.path.lexists(matches[0]):
+            raise UsageError(f"--input={name!r}: no such file or directory")
         for m in matches:
             if not os.path.isdir(m):
                 paths.append(m)
-                continue
-            for root, dirs, names in os.walk(m):
-                if 'meta.json' in names and any(PREPARED.fullmatch(n) for n in names):
-                    print(f"prepare: leaving out {root}: a dataset prepare.py wrote",
-                          file=sys.stderr)
-                    dirs[:] = []
-                    continue
+            for root, dirs, names in os.walk(m):  # (none for a file)
                 dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
                 paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
-    # each file once, however often named (the first mention's path)
-    unique = list({os.path.realpath(p): p for p in reversed(paths)}.values())[::-1]
-    special = [p for p in unique if os.path.exists(p) and not os.path.isfile(p)]
-    for p in set(special) & set(inputs):
-        raise UsageError(f"--input={p!r} is not a regular file (a device, pipe or socket: "
-                         "reading it may never end); name a file or a folder")
-    if special:  # a device, pipe or socket (or a link to one) in a folder: not read, it may not end
-        print(f"prepare: leaving out {len(special)} entr{'y' if len(special) == 1 else 'ies'} that "
-              f"are not regular files (devices, pipes, sockets, links to them): "
-              f"{', '.join(special[:3])}{' ...' if len(special) > 3 else ''}", file=sys.stderr)
     docs = []
-    for p in [p for p in unique if p not in special]:
-        try:
-            with open(p, 'rb'):  # (a dangling link, no permission: an OSError)
-                pass
-        except OSError as e:
+    for p in dict.fromkeys(paths):  # each file once, however often named
+        try:  # a device or a pipe has no size: read now, as any tool reads it
+            data = None if os.path.isfile(p) else open(p, 'rb').read()
+            docs.append(Doc(p, len(data) if data is not None else os.path.getsize(p), p, data))
+        except OSError as e:  # a dangling link, no permission
             raise UsageError(f"cannot read {p!r} ({(e.strerror or str(e)).lower()}); fix it, or "
                              "leave it out of --input") from None
-        docs.append(Doc(p, os.path.getsize(p), path=p))
     stem = os.path.splitext(os.path.basename(os.path.normpath(inputs[0])))[0]
-    source = {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus', 'inputs': list(inputs),
-              'files': len(docs)}
-    if len(docs) == 1 and docs[0].size == SHAKESPEARE_BYTES and docs[0].path and \
-            sha256_file(docs[0].path) == SHAKESPEARE_SHA256:
-        source.update(name='shakespeare', description='Tiny Shakespeare (karpathy/char-rnn)',
-                      url=SHAKESPEARE_URL)
-    return [d for d in docs if d.size], source
+    return [d for d in docs if d.size], {'name': re.sub(r'\W+', '_', stem).strip('_') or 'corpus',
+                                         'inputs': list(inputs), 'files': len(docs)}
 
 
 def plan_split(docs, val_fraction):
@@ -348,8 +325,9 @@ def plan_split(docs, val_fraction):
         off = target - starts[i]
         s = max(off - 1, 0)  # search from the byte before, so a target that starts a line stays put
         rest = b''.join(blocks(docs[i], s, min(docs[i].size, off + (1 << 20))))
-        if b'\n' in rest:
-            how, off = 'line', s + rest.index(b'\n') + 1
+        line = rest.find(b'\n') + 1  # a newline within 1 MB that leaves val some text
+        if 0 < line and s + line < docs[i].size:
+            how, off = 'line', s + line
         else:  # step over UTF-8 continuation bytes (0b10xxxxxx) to the start of a character
             skip = next((k for k, b in enumerate(rest[off - s:]) if b & 0xC0 != 0x80), len(rest))
             how, off = 'character', off + skip
@@ -361,34 +339,11 @@ def plan_split(docs, val_fraction):
                      f"val_fraction={val_fraction}; add text or change --val_fraction")
 
 
-# Where BPE text may be cut so that encoding it piece by piece (in parallel) gives the ids of
-# encoding it whole: where the pre-tokenisation patterns of tiktoken's encodings (GPT-2's,
-# cl100k's, o200k's) all end a piece, whatever follows. That is after a letter or digit followed
-# by whitespace, and (for text with none: CJK lines ending in 。, minified code) after a newline
-# between two non-whitespace characters. Not after whitespace + newline: a text ending in "  \n"
-# makes it one piece (`\s++$`) where GPT-2 splits it ("  ", "\n") mid-text; nor before "/": o200k
-# keeps "。\n/" together. test_prepare.py checks all three. Char and byte ids do not depend on
-# context, so their text is cut anywhere.
-_CUT = re.compile(r'[^\W_](?=\s)|(?<=\S)\n(?=[^\s/])')
-
-
-def cut_point(text, start):
-    """Index just after the last match of _CUT at or after `start`; 0 if there is none."""
-    last = None
-    for last in _CUT.finditer(text, max(start, len(text) - 4096)):
-        pass
-    if last is None:
-        for last in _CUT.finditer(text, start):
-            pass
-    return last.end() if last else 0
-
-
-def texts(doc, start, end, errors, *, bpe):
-    """(text, bytes read so far) for bytes [start, end) of `doc`, in pieces of about PIECE_BYTES;
-    with bpe=True each ends at a cut point (see _CUT). A run of CUT_FREE_CHARS characters with no
-    cut point (minified code, a base64 blob) is cut anyway, at a character boundary: BPE on a
-    pre-token of n bytes takes ~45n bytes of memory. Only there can the ids differ from encoding
-    the text whole (in the word or two across the cut); they still decode to exactly the text."""
+def texts(doc, start, end, errors):
+    """(text, bytes read so far) for bytes [start, end) of `doc`, in pieces of about PIECE_BYTES
+    cut after a newline (a piece without one is cut where it ends). Encoded piece by piece, BPE
+    ids can differ from those of the whole text at a cut (a pre-token across it is two); they
+    decode to exactly the text."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors)
     carry, pos = '', start
     for block in blocks(doc, start, end):
@@ -399,25 +354,9 @@ def texts(doc, start, end, errors, *, bpe):
             raise UsageError(f"{doc.name}: invalid UTF-8 at byte {pos - pending + e.start}; "
                              f"fix the file or pass --errors=replace") from None
         pos += len(block)
-        # the carry holds no cut point: look only from its last character on (linear, not quadratic)
-        cut = cut_point(text, max(len(carry) - 1, 0)) if bpe and pos < end else len(text)
-        if not cut and len(text) >= CUT_FREE_CHARS:  # no cut point in 1M characters: cut anyway
-            cut = len(text)
-        if cut:
-            yield text[:cut], pos - start
+        cut = (text.rfind('\n') + 1 or len(text)) if pos < end else len(text)
+        yield text[:cut], pos - start
         carry = text[cut:]
-
-
-def ordered_map(fn, items, workers):
-    """fn(item) on `workers` threads, results in order, at most 2 * workers pieces in flight."""
-    with ThreadPoolExecutor(workers) as pool:
-        pending = collections.deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
 
 
 def split_parts(docs, cut):
@@ -441,7 +380,7 @@ def pieces(parts, tok, errors):
     for n, (split, doc, start, end) in enumerate(parts):
         new_doc = start == 0 and (eot or (n > 0 and parts[n - 1][0] == split))
         before = 0
-        for text, read in texts(doc, start, end, errors, bpe=isinstance(tok, TiktokenTokenizer)):
+        for text, read in texts(doc, start, end, errors):
             sep = ([tok.eot_token] if eot else tok.encode('\n')) if new_doc else []
             yield split, text, np.array(sep, dtype=np.uint32), read - before + int(new_doc and not eot)
             new_doc, before = False, read
@@ -458,25 +397,21 @@ FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin',
 
 
 def fetch_fineweb(out_dir, train_shards, command, t0):
-    """Download FINEWEB's val shard and first `train_shards` train shards into out_dir through
-    huggingface_hub (it retries, resumes a cut connection and honours HF_ENDPOINT, a mirror), check
-    each before it counts, then commit them with one meta.json. A shard already there is kept."""
+    """Download FINEWEB's val shard and first `train_shards` train shards through huggingface_hub
+    (it retries, resumes a cut connection and honours HF_ENDPOINT, a mirror) into .<name>.download/
+    beside out_dir, where a rerun finds them; check each, then link them into a new dataset."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not "
                          "installed: pip install huggingface_hub") from None
     names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create directory {out_dir!r}: {e.strerror}") from None
-    lock = lock_folder(out_dir, 'a dataset')
-    try:
+    shards, cache = {'val': names[:1], 'train': names[1:]}, beside(out_dir, 'download')
+    with DatasetWriter(out_dir, dtype=np.uint16, shard_tokens=0) as dataset:
         for name in names:
-            path = os.path.join(out_dir, name)
+            path = os.path.join(cache, name)
             try:
-                hf_hub_download(FINEWEB['repo'], name, repo_type='dataset', local_dir=out_dir,
+                hf_hub_download(FINEWEB['repo'], name, repo_type='dataset', local_dir=cache,
                                 endpoint=os.environ.get('HF_ENDPOINT') or None)
             except Exception as e:  # no network, HTTP errors, a full disk, ...: one line
                 detail = str(e).splitlines()[0][:160] if str(e) else 'no detail'
@@ -488,23 +423,19 @@ def fetch_fineweb(out_dir, train_shards, command, t0):
                 os.remove(path)
                 raise UsageError(f"{name} from {FINEWEB['repo']} is not a whole shard of GPT-2 "
                                  f"tokens ({why}); it is removed: rerun to fetch it again")
-        shards = {'val': names[:1], 'train': names[1:]}
-        held = {n: load_shard(os.path.join(out_dir, n)) for n in names}
-        meta = {'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'},
-                'vocab_size': 50257, 'eot_token': 50256, 'dtype': 'uint16',
-                'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'],
-                           'description': FINEWEB['description'],
-                           'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}"},
-                'split': {'cut': "the dataset's own val shard"},
-                'tokens': {s: sum(len(held[n]) for n in shards[s]) for s in shards},
-                'max_id': {s: max(int(held[n].max()) for n in shards[s]) for s in shards},
-                'shards': shards, 'bits_per_byte': "unknown: the shards hold GPT-2 tokens without "
-                                                   "the byte count of their text",
-                'command': command}
-        atomic_write(os.path.join(out_dir, 'meta.json'),
-                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
-    finally:
-        os.close(lock)
+            dataset.link('val' if name in shards['val'] else 'train', path)
+        held = {n: load_shard(os.path.join(cache, n)) for n in names}
+        meta = dataset.commit({
+            'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'},
+            'vocab_size': 50257, 'eot_token': 50256, 'dtype': 'uint16',
+            'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'],
+                       'description': FINEWEB['description'],
+                       'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}"},
+            'split': {'cut': "the dataset's own val shard"},
+            'tokens': {s: sum(len(held[n]) for n in shards[s]) for s in shards},
+            'max_id': {s: max(int(held[n].max()) for n in shards[s]) for s in shards},
+            'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of "
+                             "their text", 'command': command})
     print(f"{out_dir}: {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
           f"FineWeb (GPT-2 BPE, {len(shards['train'])} train shard(s)) in {time.time() - t0:.0f}s")
     return meta

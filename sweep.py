@@ -722,7 +722,7 @@ def claim(path, stopper=None, *, waiting=None):
     if fcntl is None:
         return -1
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return lock_folder(path, 'a run', stop=stopper,
+    return lock_folder(path, stop=stopper,
                        waiting=waiting or f"{os.path.basename(path)}: another sweep holds it")
 
 

@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
                           run_main, write_error)
-from dataset import load_shard, open_dataset
+from dataset import fingerprint, open_dataset
 from guards import (CHECKPOINT_FORMAT, Distributed, Signals, check_resumable, duration, kept,
                     load_checkpoint, lock_run_dir, peak_flops, resolve_device, start_run)
 from model import GPT, GPTConfig, check_optimizer, matched_width
@@ -193,16 +193,16 @@ class Batches:
     iteration, global micro-step) for training, (1, k) for the k-th evaluation batch.
     """
 
-    def __init__(self, paths, *, block_size, batch_size, seed, device, check_vocab=0):
-        self.shards = [load_shard(p) for p in paths]  # the format is prepare.py's
+    def __init__(self, shards, *, block_size, batch_size, seed, device, check_vocab=0):
+        self.paths, self.shards = zip(*shards)  # (path, memory-mapped tokens) of each shard
         self.block_size, self.batch_size, self.seed = block_size, batch_size, seed
-        self.device, self.paths, self.check_vocab = device, paths, check_vocab  # ids >= it: refused
+        self.device, self.check_vocab = device, check_vocab  # ids >= it: refused
         self.starts = np.array([max(len(s) - block_size, 0) for s in self.shards])  # windows
         self.ends = np.cumsum(self.starts)
         if self.ends[-1] == 0:
-            split = os.path.basename(paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
+            split = os.path.basename(self.paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
             more = ' (or a larger --val_fraction)' if split == 'val' else ''
-            raise UsageError(f"{os.path.dirname(paths[0])}: the {split} split holds no window of "
+            raise UsageError(f"{os.path.dirname(self.paths[0])}: the {split} split holds no window of "
                              f"block_size + 1 = {block_size + 1} tokens (its longest shard: "
                              f"{max(len(s) for s in self.shards):,}); lower block_size, or prepare "
                              f"more text{more}")
@@ -230,12 +230,12 @@ class Batches:
         return x.to(self.device), y.to(self.device)
 
 
-def run_batches(cfg, paths):
+def run_batches(cfg, shards):
     """Training's batches, from the run's seed; each split's evaluation batches, from val_seed()."""
     shape = dict(block_size=cfg.block_size, batch_size=cfg.batch_size, device=cfg.device,
                  check_vocab=cfg.vocab_size)
-    scored = {s: Batches(paths[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
-    return Batches(paths['train'], seed=cfg.seed, **shape), scored
+    scored = {s: Batches(shards[s], seed=cfg.val_seed(), **shape) for s in ('train', 'val')}
+    return Batches(shards['train'], seed=cfg.seed, **shape), scored
 
 
 def bits_per_byte(meta, split, loss):
@@ -406,11 +406,11 @@ def main(argv):
     device = procs.device(resolve_device(cfg.device))
     cfg = dataclasses.replace(cfg, device=device,
                               dtype=resolve_dtype(cfg.dtype, torch.device(device).type))
-    meta, paths = open_dataset(cfg.data_dir)
+    meta, shards = open_dataset(cfg.data_dir)
     held = []  # out_dir's lock, once taken: given back when the run ends
     try:
         with procs.running(device, cfg.ddp_timeout_s, os.path.join(cfg.out_dir, 'ckpt.pt')):
-            return train(*resume_or_not(cfg, procs, meta, held), procs, meta, paths, held)
+            return train(*resume_or_not(cfg, procs, meta, held), procs, meta, shards, held)
     finally:
         for fd in held:
             os.close(fd)
@@ -421,7 +421,8 @@ def resume_or_not(cfg, procs, meta, held):
     on other data or None), once out_dir is locked and settled and every check passed."""
     if procs.master:  # what a killed run left in out_dir is settled before anything reads it
         lock_run_dir(cfg.out_dir, held)
-    procs.agree(False)  # (the other processes wait for that)
+    if len(set(procs.gather(fingerprint(meta)))) > 1:  # (a prepare.py swapped it between reads)
+        raise UsageError(f"{cfg.data_dir} changed while the processes read it: rerun")
     path = os.path.join(cfg.out_dir, 'ckpt.pt')
     ckpt = load_checkpoint(path) if cfg.init_from == 'resume' else None
     # the model's vocabulary is the data's unless set larger (e.g. padded to a multiple of 64)
@@ -467,14 +468,14 @@ def build(cfg, procs, ckpt):
     return (model, compiled, trained), optimizer, scaler, state
 
 
-def train(cfg, ckpt, switch, procs, meta, paths, held):
+def train(cfg, ckpt, switch, procs, meta, shards, held):
     (raw_model, model, train_model), optimizer, scaler, state = build(cfg, procs, ckpt)
     ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
     accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
     end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
-    batches, scored = run_batches(cfg, paths)
+    batches, scored = run_batches(cfg, shards)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
 
     def batch(m):  # this process's micro-step m of the step (m = accum: the next step's first)

@@ -121,8 +121,8 @@ def test_seed_changes_init_batches_and_dropout_and_reproduces_exactly(tiny_data,
         torch.manual_seed(seed)  # what train.py does before building the model
         inits.append(GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=20)).state_dict())
     assert not torch.equal(inits[0]['lm_head.weight'], inits[1]['lm_head.weight'])  # the init differs
-    from dataset import find_shards
-    batches = [train.Batches(find_shards(tiny_data, 'train'), block_size=16, batch_size=4, seed=s,
+    from dataset import open_dataset
+    batches = [train.Batches(open_dataset(tiny_data)[1]['train'], block_size=16, batch_size=4, seed=s,
                              device='cpu').get(0, 0, 0)[0] for s in (1, 1, 2)]
     assert torch.equal(batches[0], batches[1]) and not torch.equal(batches[0], batches[2])
 

@@ -594,15 +594,15 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
     second = subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
                              f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True, timeout=120)
     assert second.returncode == 2 and 'Traceback' not in second.stderr
-    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use: another process is writing a run there; wait "
-                        rf"for it to finish or stop it, or use another folder\n", second.stderr), second.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use: another process \(a train.py or a "
+                        rf"prepare.py\) is writing there; wait for it to finish or stop it, or use another folder\n", second.stderr), second.stderr
     first.send_signal(signal.SIGINT)
     first.communicate(timeout=60)
     assert first.returncode == 130
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] > 0 and not os.path.exists(out / 'prev')
     # the lock went with the process that held it (even killed with -9): a new run is not refused
     holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
-                               f"configurator; configurator.lock_folder({str(out)!r}, 'x'); print(1, flush=True); "
+                               f"configurator; configurator.lock_folder({str(out)!r}); print(1, flush=True); "
                                f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     holder.stdout.readline()
     with pytest.raises(UsageError, match='is in use: another process'):
@@ -620,7 +620,7 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 2], [0, 0]), results  # overlapping: one is refused; one after the other: both ran
     for err, code in zip((e for _, e in results), codes):
-        assert code == 0 or re.fullmatch(r"error: .* is in use: another process is writing a run there; .*\n", err), err
+        assert code == 0 or re.fullmatch(r"error: .* is in use: another process \(a train.py or a prepare.py\) is writing there; .*\n", err), err
     folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
     assert len({identity(folder)[0] for folder in folders}) == len(folders)  # each whole, each its own run
 
@@ -861,9 +861,10 @@ def test_a_pipe_where_a_run_or_a_dataset_puts_its_files_is_refused_never_replace
     for attempt in attempts:
         with pytest.raises(UsageError) as e:
             attempt()
-        assert str(e.value) == (f"{'the dataset' if name == 'meta.json' else 'a run'}'s "
-                                f"{'meta.json' if name == 'meta.json' else 'file'} '{out / name}' is not a "
-                                "regular file (a device, pipe or socket); move it away, or pass another --out_dir")
+        assert str(e.value) == (f"{out} holds files that are not a dataset's (meta.json): a folder is a run's or a "
+                                "dataset's; pass another --out_dir" if name == 'meta.json' else
+                                f"a run's file '{out / name}' is not a regular file (a device, pipe or socket); "
+                                "move it away, or pass another --out_dir")
         assert os.listdir(out) == [name] and stat.S_ISFIFO(os.stat(out / name).st_mode)
 
 

@@ -11,7 +11,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
