@@ -7,7 +7,6 @@ trains. Nobody needs to open this file to follow one step, a checkpoint or a bat
 """
 import contextlib
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -29,7 +28,7 @@ RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
 
 
 # -----------------------------------------------------------------------------
-# processes: signals (train.py's, and the tools' that run children), DDP's process group
+# processes: signals (train.py's, and the tools' that run children), a DDP process gone
 
 class Signals:
     """SIGINT / SIGTERM inside `with Signals(first)`: the first is noted (the object turns true),
@@ -97,67 +96,7 @@ class Signals:
         return 128 + (self.received or [signal.SIGTERM])[0]  # (or another process's signal)
 
 
-class Distributed:
-    """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
-    collective the loop needs, a no-op with one process. The master (rank 0) prints and saves."""
-
-    def __init__(self):
-        self.ddp = int(os.environ.get('RANK', -1)) != -1
-        self.rank, self.world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
-        self.local_rank, self.master = int(os.environ.get('LOCAL_RANK', 0)), self.rank == 0
-        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
-
-    def device(self, device):
-        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
-
-    @contextlib.contextmanager
-    def running(self, device, timeout_s, ckpt_path):
-        """The process group for the block; a process waiting timeout_s on the others (one stopped,
-        crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
-        if not self.ddp:
-            yield self
-            return
-        # imported before the group exists: imported later (DDP does), it keeps the group alive past
-        # destroy_process_group; its gloo threads, dying later, abort a finished rank now and then
-        import torch.distributed.nn.functional as _  # noqa: F401
-        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
-        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
-        try:
-            if cuda:
-                torch.cuda.set_device(device)
-                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)
-            try:
-                yield self
-            except SystemExit:  # a stop every process agreed on (a signal): it ends as a run does
-                dist.barrier()
-                raise
-            dist.barrier()  # none tears down its group while another still uses it (and a gloo
-            # thread finishing the last gather is not joined at exit while it waits for the GIL)
-        except RuntimeError as e:
-            ddp_failed(e, self, timeout_s, ckpt_path)  # a timeout or a lost peer: one line, exit 2
-            raise
-        finally:
-            dist.destroy_process_group()
-
-    def all_reduce(self, t, op=dist.ReduceOp.SUM, group=None):
-        if self.ddp:
-            dist.all_reduce(t, op=op, group=group)
-        return t
-
-    def agree(self, *flags):
-        """The flags OR-ed over the processes, so that every process stops at the same point."""
-        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
-        return [bool(f) for f in self.all_reduce(t, dist.ReduceOp.MAX, self.ctrl).tolist()]
-
-    def gather(self, obj):
-        """[obj of rank 0, obj of rank 1, ...] in every process."""
-        out = [obj] * self.world
-        if self.ddp:
-            dist.all_gather_object(out, obj)
-        return out
-
-
-def ddp_failed(e, procs, timeout_s, ckpt_path):
+def ddp_failed(e, procs, timeout_s, out_dir):
     """A collective that timed out, or a peer gone: one line naming this rank, then exit 2 at once
     (tearing down the broken group can wait forever on a lost peer). Else the caller raises e."""
     if not (isinstance(e, dist.DistError) or any(s in str(e) for s in (
@@ -165,7 +104,7 @@ def ddp_failed(e, procs, timeout_s, ckpt_path):
         return
     print(f"error: rank {procs.rank} of {procs.world}: the other processes did not answer within "
           f"ddp_timeout_s={timeout_s:g}s or went away (one stopped, crashed or hangs: see its "
-          f"output); {kept(os.path.dirname(ckpt_path))}; "
+          f"output); {kept(out_dir)}; "
           f"{str(e).strip().splitlines()[0][:200]}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(2)
@@ -249,21 +188,31 @@ def data_switch(ckpt, meta):
 RUN_FILES = ('log.jsonl', 'config.json', 'ckpt.pt')  # in the order they move: the checkpoint last
 
 
-def lock_run_dir(out_dir, held):
-    """Once out_dir exists: lock it (its fd goes into the list `held`, unless one is there) and
-    settle what a killed run left, before anything reads it: its temp files go, but a save killed
-    between its two renames is finished (config.json's temp with no ckpt.pt temp beside it), and so
-    is a move to prev/ that out_dir/.moving/ holds."""
-    if not os.path.isdir(out_dir):
-        return
+def lock_run_dir(out_dir):
+    """Lock out_dir (made if missing) and settle what a killed run left, before anything reads it:
+    its temp files go, but a save killed between its two renames is finished (config.json's temp
+    with no ckpt.pt temp beside it), and so is a move to prev/ that out_dir/.moving/ holds. Returns
+    what gives the lock back (and removes out_dir if this run made it and wrote nothing there)."""
+    made = not os.path.exists(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:  # read-only, a file in the way, ...
+        raise UsageError(f"out_dir {out_dir!r} cannot be created or written ({e.strerror}: "
+                         f"{e.filename}); pass --out_dir=a/new/folder") from None
     if os.path.exists(os.path.join(out_dir, 'meta.json')):
         raise UsageError(f"{out_dir} holds a dataset (meta.json): a folder is a run's or a "
                          "dataset's; pass another --out_dir")
-    held[:] = held or [lock_folder(out_dir)]
-    for name in RUN_FILES:  # what a run renames over: only its own files
-        regular_file(os.path.join(out_dir, name), "a run's file", output=True,
-                     fix='move it away, or pass another --out_dir')
+    fd = lock_folder(out_dir)
+
+    def release():
+        if made:
+            with contextlib.suppress(OSError):  # (only if empty: a run that saved nothing)
+                os.rmdir(out_dir)
+        os.close(fd)
     try:
+        for name in RUN_FILES:  # what a run renames over: only its own files
+            regular_file(os.path.join(out_dir, name), "a run's file", output=True,
+                         fix='move it away, or pass another --out_dir')
         names = os.listdir(out_dir)
         for name in names:
             temp = re.fullmatch(r'(ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp(\d+))+', name)
@@ -275,35 +224,38 @@ def lock_run_dir(out_dir, held):
             move_to_prev(out_dir)
         shutil.rmtree(os.path.join(out_dir, '.gone'), ignore_errors=True)
     except OSError as e:
+        release()
         raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
                          f"{e.filename}); fix that, or use another out_dir") from None
+    except UsageError:
+        release()
+        raise
+    return release
 
 
-def start_run(out_dir, held, scratch):
-    """out_dir made and locked; a scratch run starts it empty of runs: the run there moves to prev/
-    (prev/'s goes), unless it stopped with fewer tokens than prev/'s: then it goes. Decided from
-    what each run's config.json says of its last save; nothing moves once training begins."""
+def start_run(out_dir, scratch):
+    """A scratch run starts out_dir empty of runs: the run there moves to prev/ (prev/'s goes),
+    unless it stopped with fewer tokens than prev/'s: then it goes. Decided from what each run's
+    config.json says of its last save; nothing moves once training begins."""
+    left = [n for n in RUN_FILES if os.path.exists(os.path.join(out_dir, n))]
+    if not scratch or not left:
+        return
+    prev = os.path.join(out_dir, 'prev')
+    now, before = last_save(out_dir), last_save(prev)
+    keep = now and (now['finished'] or not before or now['tokens_seen'] >= before['tokens_seen'])
+    print(f"note: this run starts over in {out_dir} (--init_from=resume continues a run instead): "
+          + (f"the run there ({describe(now)}) moves to {prev}/" if keep else
+             f"the run there ({describe(now)}) goes, fewer tokens than {prev}/'s" if now else
+             "what a run stopped before its first checkpoint left there goes")
+          + (f", replacing the one there ({describe(before)})" if keep and before else
+             f"; {prev}/ keeps its run ({describe(before)})" if before else "")
+          + (f"; `mv {prev} another/folder` makes a run of it again" if keep or before else ""))
     try:
-        os.makedirs(out_dir, exist_ok=True)
-        lock_run_dir(out_dir, held)
-        left = [n for n in RUN_FILES if os.path.exists(os.path.join(out_dir, n))]
-        if not scratch or not left:
-            return
-        prev = os.path.join(out_dir, 'prev')
-        now, before = last_save(out_dir), last_save(prev)
-        keep = now and (now['finished'] or not before or now['tokens_seen'] >= before['tokens_seen'])
-        print(f"note: this run starts over in {out_dir} (--init_from=resume continues a run instead): "
-              + (f"the run there ({describe(now)}) moves to {prev}/" if keep else
-                 f"the run there ({describe(now)}) goes, fewer tokens than {prev}/'s" if now else
-                 "what a run stopped before its first checkpoint left there goes")
-              + (f", replacing the one there ({describe(before)})" if keep and before else
-                 f"; {prev}/ keeps its run ({describe(before)})" if before else "")
-              + (f"; `mv {prev} another/folder` makes a run of it again" if keep or before else ""))
         if keep:
             move_to_prev(out_dir)
         for name in reversed(left if not keep else ()):  # the checkpoint first: what is left is no run
             os.remove(os.path.join(out_dir, name))
-    except OSError as e:  # read-only, a file in the way, ...
+    except OSError as e:  # read-only, a full disk, ...
         raise UsageError(f"out_dir {out_dir!r} cannot be created or written ({e.strerror}: "
                          f"{e.filename}); pass --out_dir=a/new/folder") from None
 
@@ -351,6 +303,19 @@ def kept(out_dir):
     return (f"{path} is the last checkpoint saved" if os.path.exists(path) else "no checkpoint was saved"
             + (f" (the run before is in {prev}/)" if os.path.exists(os.path.join(prev, 'ckpt.pt'))
                else ""))
+
+
+def out_of_memory(e, cfg):
+    """The one line for an allocation that failed (the model, a batch, a step's activations; CPU
+    or GPU, torch's or numpy's): its size, and what to lower; None for any other error."""
+    if not (isinstance(e, (MemoryError, torch.OutOfMemoryError)) or "can't allocate" in str(e)):
+        return None
+    size = re.search(r'allocate (?:memory: you tried to allocate )?([\d.]+ [KMGT]?i?B|\d+ bytes)',
+                     str(e))
+    return UsageError(f"out of memory on {cfg.device}" + (f" ({size[1]} at once)" if size else "")
+                      + f": lower batch_size ({cfg.batch_size}; gradient_accumulation_steps keeps "
+                      f"the tokens per step), block_size ({cfg.block_size}), or the model's size "
+                      f"(n_layer={cfg.n_layer}, n_embd={cfg.n_embd}, vocab_size={cfg.vocab_size})")
 
 
 # -----------------------------------------------------------------------------

@@ -63,9 +63,9 @@ from torch.nn import functional as F
 
 from configurator import UsageError, atomic_write, parse_config, regular_file, require, run_main
 from dataset import sha256_file
-from guards import Distributed, resolve_device
+from guards import resolve_device
 from sample import checkpoint_path, load_run, tokenizer_for
-from train import DTYPES, autocast_context, resolve_dtype
+from train import DTYPES, Distributed, autocast_context, resolve_dtype
 
 
 HELLASWAG_URL = 'https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl'
@@ -153,7 +153,7 @@ def main(argv):
         checkpoint_path(cfg.out_dir, verb=None)
     path = items_file(cfg) if procs.master else None
     ckpt_path = checkpoint_path(cfg.out_dir, verb='scoring' if procs.master else None)
-    with procs.running(device, 1800.0, ckpt_path):
+    with procs.running(device, 1800.0, cfg.out_dir):
         path = procs.gather(path)[0]  # the master downloads; every process reads its copy
         items = read_hellaswag(path, cfg.limit)
         _, ckpt, model = load_run(os.path.dirname(ckpt_path) or '.', verb=None)

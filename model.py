@@ -19,7 +19,6 @@ attention (with Primer's depth-wise conv), the FFNs, gMLP/aMLP, the blocks, GPT;
 (widths, parameter matching, FLOPs) and the decoding cache every token mixer takes (`cache`).
 """
 import functools
-import inspect
 import math
 from dataclasses import dataclass, fields, replace
 
@@ -552,18 +551,21 @@ class GPT(nn.Module):
         check_optimizer(optimizer)
         params = dict(self.named_parameters())
         names = self.optimizer_groups(optimizer)
-        fused = 'fused' in inspect.signature(torch.optim.AdamW).parameters and device_type == 'cuda'
+        # each group's lr is the schedule's times its lr_scale (train.py): a group that wants
+        # another base lr (as nanochat's embeddings do) sets it here
         adamw = torch.optim.AdamW([
-            {'params': [params[n] for n in names['decay']], 'weight_decay': weight_decay},
-            {'params': [params[n] for n in names['no_decay']], 'weight_decay': 0.0},
-        ], lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+            {'params': [params[n] for n in names['decay']], 'weight_decay': weight_decay,
+             'lr_scale': 1.0},
+            {'params': [params[n] for n in names['no_decay']], 'weight_decay': 0.0, 'lr_scale': 1.0},
+        ], lr=learning_rate, betas=betas, **({'fused': True} if device_type == 'cuda' else {}))
         if optimizer == 'adamw':
             return adamw
         # Muon (Jordan et al. 2024) with Moonshot's update scaling (arXiv:2502.16982): 0.2
-        # sqrt(max(A, B))
-        # matches AdamW's update RMS, so the same learning_rate, schedule and weight decay apply
-        muon = torch.optim.Muon([params[n] for n in names['muon']], lr=learning_rate,
-                                weight_decay=weight_decay, adjust_lr_fn='match_rms_adamw')
+        # sqrt(max(A, B)) matches AdamW's update RMS, so the same learning_rate, schedule and
+        # weight decay apply
+        muon = torch.optim.Muon([{'params': [params[n] for n in names['muon']], 'lr_scale': 1.0}],
+                                lr=learning_rate, weight_decay=weight_decay,
+                                adjust_lr_fn='match_rms_adamw')
         return Optimizers(adamw=adamw, muon=muon)
 
     def flops_per_token(self, T=None):
@@ -571,8 +573,8 @@ class GPT(nn.Module):
         return count_flops(self.config, T)
 
     def estimate_mfu(self, tokens_per_s, peak_flops):
-        """Model FLOPs utilisation: achieved training FLOP/s over the peak FLOP/s."""
-        return count_flops(self.config) * tokens_per_s / peak_flops
+        """Model FLOPs utilisation: achieved training FLOP/s over the peak FLOP/s (None: unknown)."""
+        return count_flops(self.config) * tokens_per_s / peak_flops if peak_flops else None
 
 
 def check_optimizer(name):

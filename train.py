@@ -22,6 +22,7 @@ if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quie
 
 import contextlib
 import dataclasses
+import datetime
 import json
 import logging
 import math
@@ -32,13 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
                           run_main, write_error)
 from dataset import fingerprint, open_dataset
-from guards import (CHECKPOINT_FORMAT, Distributed, Signals, check_resumable, duration, kept,
-                    load_checkpoint, lock_run_dir, peak_flops, resolve_device, start_run)
+from guards import (CHECKPOINT_FORMAT, Signals, check_resumable, ddp_failed, duration, kept,
+                    load_checkpoint, lock_run_dir, out_of_memory, peak_flops, resolve_device,
+                    start_run)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 
 DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -202,8 +205,8 @@ class Batches:
         if self.ends[-1] == 0:
             split = os.path.basename(self.paths[0]).partition('_')[0]  # train_*.bin, val_*.bin
             more = ' (or a larger --val_fraction)' if split == 'val' else ''
-            raise UsageError(f"{os.path.dirname(self.paths[0])}: the {split} split holds no window of "
-                             f"block_size + 1 = {block_size + 1} tokens (its longest shard: "
+            raise UsageError(f"{os.path.dirname(self.paths[0])}: the {split} split holds no window "
+                             f"of block_size + 1 = {block_size + 1} tokens (its longest shard: "
                              f"{max(len(s) for s in self.shards):,}); lower block_size, or prepare "
                              f"more text{more}")
 
@@ -364,6 +367,69 @@ def save(raw_model, optimizer, scaler, state, cfg, meta, procs):
 
 
 # -----------------------------------------------------------------------------
+# processes: one, or the N that torchrun started (DDP)
+
+class Distributed:
+    """One process, or the N that torchrun started (it sets RANK, LOCAL_RANK, WORLD_SIZE): every
+    collective the loop needs, a no-op with one process. The master (rank 0) prints and saves."""
+
+    def __init__(self):
+        self.ddp = 'RANK' in os.environ
+        self.rank, self.world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+        self.local_rank, self.master = int(os.environ.get('LOCAL_RANK', 0)), self.rank == 0
+        self.ctrl = None  # a CPU (gloo) group for stop decisions, when the data group is NCCL
+
+    def device(self, device):
+        return f'cuda:{self.local_rank}' if self.ddp and device.startswith('cuda') else device
+
+    @contextlib.contextmanager
+    def running(self, device, timeout_s, out_dir):
+        """The process group for the block; a process waiting timeout_s on the others (one stopped,
+        crashed or hangs) ends with one line naming its rank (guards.ddp_failed)."""
+        if not self.ddp:
+            yield self
+            return
+        # imported before the group exists: imported later (DDP does), it keeps the group alive past
+        # destroy_process_group; its gloo threads, dying later, abort a finished rank now and then
+        import torch.distributed.nn.functional as _  # noqa: F401
+        cuda, timeout = device.startswith('cuda'), datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(backend='nccl' if cuda else 'gloo', timeout=timeout)
+        try:
+            if cuda:
+                torch.cuda.set_device(device)
+                self.ctrl = dist.new_group(backend='gloo', timeout=timeout)
+            try:
+                yield self
+            except SystemExit:  # a stop every process agreed on (a signal): it ends as a run does
+                dist.barrier()
+                raise
+            dist.barrier()  # none tears down its group while another still uses it (and a gloo
+            # thread finishing the last gather is not joined at exit while it waits for the GIL)
+        except RuntimeError as e:
+            ddp_failed(e, self, timeout_s, out_dir)  # a timeout or a lost peer: one line, exit 2
+            raise
+        finally:
+            dist.destroy_process_group()
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM, group=None):
+        if self.ddp:
+            dist.all_reduce(t, op=op, group=group)
+        return t
+
+    def agree(self, *flags):
+        """The flags OR-ed over the processes, so that every process stops at the same point."""
+        t = torch.tensor([bool(f) for f in flags], dtype=torch.int64)
+        return [bool(f) for f in self.all_reduce(t, dist.ReduceOp.MAX, self.ctrl).tolist()]
+
+    def gather(self, obj):
+        """[obj of rank 0, obj of rank 1, ...] in every process."""
+        out = [obj] * self.world
+        if self.ddp:
+            dist.all_gather_object(out, obj)
+        return out
+
+
+# -----------------------------------------------------------------------------
 # when the run stops, and the progress line
 
 def budget_end(cfg, state, tokens_per_iter, flops_per_token):
@@ -377,21 +443,19 @@ def budget_end(cfg, state, tokens_per_iter, flops_per_token):
     return min(ends)
 
 
-def progress(cfg, state, end, s_per_iter, eval_s):
+def progress(cfg, state, end, s_per_iter):
     """('iter 250/2000 (12%)', 'ETA 1m32s') after step state.iter_num (counted from 0, as log.jsonl
     counts them: 250 steps done), or 'iter 250 (41% of max_seconds)' when time ends the run first;
-    the ETA counts the evaluations to come at eval_s each."""
+    the ETA is seconds per iteration times the iterations left."""
     done, (end_iter, budget) = state.iter_num + 1, end
-    iters = max(end_iter - done, 0)
-    if cfg.max_seconds and cfg.max_seconds - state.train_s < iters * s_per_iter:
-        iters = max(cfg.max_seconds - state.train_s, 0) / s_per_iter
+    left = max(end_iter - done, 0) * s_per_iter
+    if cfg.max_seconds and cfg.max_seconds - state.train_s < left:
+        left = max(cfg.max_seconds - state.train_s, 0)
         where = f"iter {done} ({100 * min(state.train_s / cfg.max_seconds, 1):.0f}% of max_seconds)"
     else:
         of = '' if budget == 'max_iters' else f" of {budget}"
         where = f"iter {done}/{end_iter} ({100 * min(done / max(end_iter, 1), 1):.0f}%{of})"
-    last, every = done + int(iters), cfg.eval_interval  # evaluations at iterations done..last
-    evals = last // every - (done - 1) // every + (last % every != 0)
-    return where, f"ETA {duration(iters * s_per_iter + evals * eval_s)}"
+    return where, f"ETA {duration(left)}"
 
 
 # -----------------------------------------------------------------------------
@@ -407,20 +471,20 @@ def main(argv):
     cfg = dataclasses.replace(cfg, device=device,
                               dtype=resolve_dtype(cfg.dtype, torch.device(device).type))
     meta, shards = open_dataset(cfg.data_dir)
-    held = []  # out_dir's lock, once taken: given back when the run ends
-    try:
-        with procs.running(device, cfg.ddp_timeout_s, os.path.join(cfg.out_dir, 'ckpt.pt')):
-            return train(*resume_or_not(cfg, procs, meta, held), procs, meta, shards, held)
-    finally:
-        for fd in held:
-            os.close(fd)
+    with procs.running(device, cfg.ddp_timeout_s, cfg.out_dir):
+        # out_dir locked, and what a killed run left there settled, before anything reads it
+        release = lock_run_dir(cfg.out_dir) if procs.master else (lambda: None)
+        try:
+            return train(*resume_or_not(cfg, procs, meta), procs, meta, shards)
+        except (RuntimeError, MemoryError) as e:  # the model or a first batch too large for memory
+            raise out_of_memory(e, cfg) or e
+        finally:
+            release()
 
 
-def resume_or_not(cfg, procs, meta, held):
+def resume_or_not(cfg, procs, meta):
     """(cfg with the model's vocabulary, the checkpoint to resume or None, the log row of a resume
-    on other data or None), once out_dir is locked and settled and every check passed."""
-    if procs.master:  # what a killed run left in out_dir is settled before anything reads it
-        lock_run_dir(cfg.out_dir, held)
+    on other data or None), once every check passed."""
     if len(set(procs.gather(fingerprint(meta)))) > 1:  # (a prepare.py swapped it between reads)
         raise UsageError(f"{cfg.data_dir} changed while the processes read it: rerun")
     path = os.path.join(cfg.out_dir, 'ckpt.pt')
@@ -446,36 +510,37 @@ def resume_or_not(cfg, procs, meta, held):
 
 
 def build(cfg, procs, ckpt):
-    """The model (as built, as evaluated: compiled or not, as trained: DDP or not), its optimizer
-    and loss scaler, and the RunState: fresh, or from the checkpoint."""
+    """The model three ways (raw_model: as built, saved and sized; model: compiled or not, as
+    evaluated; trained: wrapped in DDP or not, as stepped), its optimizer and loss scaler, and the
+    RunState: fresh, or from the checkpoint."""
     device_type = torch.device(cfg.device).type
     torch.manual_seed(cfg.seed)  # the same initial weights in every process and every run
-    model = GPT(GPTConfig(**cfg.model_args())).to(cfg.device)
-    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
-                                           (cfg.beta1, cfg.beta2), device_type, cfg.optimizer)
+    raw_model = GPT(GPTConfig(**cfg.model_args())).to(cfg.device)
+    optimizer = raw_model.configure_optimizers(cfg.weight_decay, cfg.learning_rate,
+                                               (cfg.beta1, cfg.beta2), device_type, cfg.optimizer)
     scaler = torch.amp.GradScaler(device_type, enabled=(cfg.dtype == 'float16'))  # float16 only
     torch.manual_seed(cfg.seed + 1 + procs.rank)  # dropout masks: a stream in each process
     state = (RunState(saved_at=0) if ckpt is None  # (a scratch run: nothing to save at iteration 0)
-             else restore(ckpt, model, optimizer, scaler, cfg=cfg, procs=procs))
+             else restore(ckpt, raw_model, optimizer, scaler, cfg=cfg, procs=procs))
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
         torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
     if cfg.compile:  # its cache's warnings about entries cut short (recompiled) say nothing to do
         logging.getLogger('torch._inductor.codecache').setLevel(logging.ERROR)
-    compiled = torch.compile(model) if cfg.compile else model
-    trained = compiled if not procs.ddp else DDP(
-        compiled, device_ids=[procs.local_rank] if device_type == 'cuda' else None)
-    return (model, compiled, trained), optimizer, scaler, state
+    model = torch.compile(raw_model) if cfg.compile else raw_model
+    trained = model if not procs.ddp else DDP(
+        model, device_ids=[procs.local_rank] if device_type == 'cuda' else None)
+    return (raw_model, model, trained), optimizer, scaler, state
 
 
-def train(cfg, ckpt, switch, procs, meta, shards, held):
-    (raw_model, model, train_model), optimizer, scaler, state = build(cfg, procs, ckpt)
+def train(cfg, ckpt, switch, procs, meta, shards):
+    batches, scored = run_batches(cfg, shards)  # (a block_size the data cannot fill: said first)
+    (raw_model, model, trained), optimizer, scaler, state = build(cfg, procs, ckpt)
     ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
     accum = micro_steps(cfg.gradient_accumulation_steps, procs.world)  # this process's
     tokens_per_iter = procs.world * accum * cfg.batch_size * cfg.block_size
     flops_per_token = raw_model.flops_per_token()  # at block_size: the max_flops budget's unit
-    end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
-    batches, scored = run_batches(cfg, shards)
+    end_iter, budget = end = budget_end(cfg, state, tokens_per_iter, flops_per_token)
     peak = peak_flops(cfg.device, cfg.peak_flops, cfg.dtype)  # for MFU: this GPU's, once
 
     def batch(m):  # this process's micro-step m of the step (m = accum: the next step's first)
@@ -484,30 +549,28 @@ def train(cfg, ckpt, switch, procs, meta, shards, held):
     scored['val'].get(1, 0)  # the first eval batch's ids are checked too before out_dir changes
     log = None
     if procs.master:
-        say_start(cfg, procs, accum, raw_model, peak, switch, state)
-        start_run(cfg.out_dir, held, cfg.init_from == 'scratch')
+        say_start(cfg, procs, accum, raw_model)
+        start_run(cfg.out_dir, cfg.init_from == 'scratch')
         log = open_log(cfg.out_dir, cfg, state.iter_num, [switch] if switch else [])
-    t0, elapsed_s0, first = time.time(), state.elapsed_s, (state.iter_num, state.train_s)
+    t0, elapsed0, first_iter, first_s = time.time(), state.elapsed_s, state.iter_num, state.train_s
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
     signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master,
                       once=procs.ddp)  # (torchrun sends a worker the terminal's Ctrl-C again)
-    eval_s, stop = 0.0, None
     try:
         signals.install()  # (a `with` would indent the loop once more)
         while True:
             # 1. stop? at a budget or a signal, decided together by every process
-            state.elapsed_s = elapsed_s0 + time.time() - t0
+            state.elapsed_s = elapsed0 + time.time() - t0
             signalled, out_of_time = procs.agree(
                 signals, cfg.max_seconds and state.train_s >= cfg.max_seconds)
-            stop = ('signal' if signalled else end[1] if state.iter_num >= end[0] else
-                    'max_seconds' if out_of_time else None)
+            stop = ('signal' if signalled else budget if state.iter_num >= end_iter
+                    else 'max_seconds' if out_of_time else None)
             state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
 
             # 2. evaluate every eval_interval iterations and at the end (not after a signal, nor
             # twice at one iteration: a resumed one's), and save
             if (stop != 'signal' and (state.iter_num % cfg.eval_interval == 0 or stop)
                     and state.evaluated_at != state.iter_num):
-                t_eval = time.time()
                 losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
                 if losses is None:  # cut short by a signal: not logged, not a best_val_loss, and
                     stop, state.finished = 'signal', False  # a run not finished (its eval is due)
@@ -517,16 +580,14 @@ def train(cfg, ckpt, switch, procs, meta, shards, held):
                     scores.update(losses)
                     if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
                         save(raw_model, optimizer, scaler, state, cfg, meta, procs)
-                eval_s = time.time() - t_eval  # the ETA counts this for each eval to come
             if stop:
                 break
 
-            # 3. one optimizer step over `accum` micro-batches
-            t_step = time.time()
-            lr = cfg.lr_at(state.iter_num)
+            # 3. one optimizer step over `accum` micro-batches (group lr: schedule x its lr_scale)
+            t_step, lr = time.time(), cfg.lr_at(state.iter_num)
             for group in optimizer.param_groups:
-                group['lr'] = lr
-            loss_sum, (X, Y) = train_step(train_model, optimizer, scaler, ctx, X, Y, batch,
+                group['lr'] = lr * group.get('lr_scale', 1.0)  # (older checkpoints: none)
+            loss_sum, (X, Y) = train_step(trained, optimizer, scaler, ctx, X, Y, batch,
                                           accum=accum, grad_clip=cfg.grad_clip)
             state.tokens_seen += tokens_per_iter
 
@@ -535,22 +596,31 @@ def train(cfg, ckpt, switch, procs, meta, shards, held):
             # the mean over micro-steps and processes; reading it waits for the step
             lossf = procs.all_reduce(loss_sum).item() / procs.world if logged else None
             now = time.time()
-            if state.iter_num > first[0]:  # the first step (it compiles) is not training time
+            if state.iter_num > first_iter:  # the first step (it compiles) is not training time
                 state.train_s += now - t_step
-            state.elapsed_s = elapsed_s0 + now - t0
+            state.elapsed_s = elapsed0 + now - t0
             if logged:
                 if not math.isfinite(lossf):  # (the weights: save() checks them)
                     raise UsageError(f"loss is not finite at iter {state.iter_num}: stopped "
                                      "without saving")
-                steps = state.iter_num - first[0]  # the steps train_s counts (this process's)
-                s_per_iter = (state.train_s - first[1]) / steps if steps else now - t_step
-                log_step(lossf, lr, s_per_iter, tokens_per_iter / s_per_iter, state, cfg, end,
-                         eval_s, peak, raw_model, procs, log)
+                steps = state.iter_num - first_iter  # the steps train_s counts (this process's)
+                s_per_iter = (state.train_s - first_s) / steps if steps else now - t_step
+                tokens_per_s = tokens_per_iter / s_per_iter
+                row = {'iter': state.iter_num, 'loss': lossf, 'lr': lr, 'tokens': state.tokens_seen,
+                       'flops': state.tokens_seen * flops_per_token, 'elapsed_s': state.elapsed_s,
+                       'train_s': state.train_s, 'tokens_per_s': tokens_per_s,
+                       'mfu': raw_model.estimate_mfu(tokens_per_s / procs.world, peak)}  # per GPU
+                if procs.master:
+                    print(progress_line(row, s_per_iter, cfg, state, end), flush=True)
+                    write_row(log, row)
             state.iter_num += 1
         if state.saved_at != state.iter_num:  # the final state (also after a signal)
             save(raw_model, optimizer, scaler, state, cfg, meta, procs)
-    except UsageError as e:  # a failed write, a loss that is not finite: and what is kept
-        raise UsageError(f"{e}; {kept(cfg.out_dir)}") from None
+    except (UsageError, RuntimeError, MemoryError) as e:  # a failed write, a loss not finite, a
+        why = e if isinstance(e, UsageError) else out_of_memory(e, cfg)
+        if why is None:  # step too large for memory: one line, and what is kept
+            raise
+        raise UsageError(f"{why}; {kept(cfg.out_dir)}") from None
     finally:
         signals.restore()
         if log is not None:
@@ -655,41 +725,21 @@ def record_eval(losses, state, cfg, log, flops_per_token):
     state.evaluated_at = state.iter_num
 
 
-def log_step(lossf, lr, s_per_iter, tokens_per_s, state, cfg, end, eval_s, peak, raw_model, procs,
-             log):
-    """The progress line and the log row of step state.iter_num (the master's)."""
-    mfu = raw_model.estimate_mfu(tokens_per_s / procs.world, peak) if peak else None  # per GPU
-    if procs.master:
-        where, eta = progress(cfg, state, end, s_per_iter, eval_s)
-        print(f"{where}: loss {lossf:.4f}, lr {lr:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
-              f"{tokens_per_s:,.0f} tok/s" + (f", mfu {100 * mfu:.2f}%" if peak else "")
-              + f", {eta}", flush=True)
-        write_row(log, {'iter': state.iter_num, 'loss': lossf, 'lr': lr,
-                        'tokens': state.tokens_seen,
-                        'flops': state.tokens_seen * raw_model.flops_per_token(),
-                        'elapsed_s': state.elapsed_s, 'train_s': state.train_s,
-                        'tokens_per_s': tokens_per_s, 'mfu': mfu})
-
-
-def say_start(cfg, procs, accum, model, peak, switch, state):
-    """What the run is, in its first lines (the master's)."""
+def say_start(cfg, procs, accum, model):
+    """What the run is, in its first line (the master's)."""
     print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = "
           f"{procs.world} process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x "
-          f"block_size {cfg.block_size}" + (
-              f" (gradient_accumulation_steps={cfg.gradient_accumulation_steps} rounded up to "
-              f"{procs.world * accum}, a multiple of {procs.world} processes)"
-              if procs.world * accum != cfg.gradient_accumulation_steps else ""))
-    print(f"model: {model.get_num_params() / 1e6:.2f}M parameters, "
-          f"{model.flops_per_token() / 1e6:.1f} MFLOPs per token (training)")
-    if peak is None and cfg.device.startswith('cuda'):
-        print(f"note: no peak FLOP/s known for {torch.cuda.get_device_name(cfg.device)!r}: MFU is "
-              "not logged; --peak_flops=<its dense FLOP/s for this dtype> gives it")
-    if switch:
-        print(f"note: --new_data: resuming at iter {state.iter_num} on "
-              f"{switch['data_switch']['to']}, after {switch['data_switch']['from']}")
-    if cfg.compile:
-        print("compiling the model (torch.compile): the first step takes about a minute on a CPU, "
-              "less on a GPU, and is not counted as training time", flush=True)
+          f"block_size {cfg.block_size}; model: {model.get_num_params() / 1e6:.2f}M parameters"
+          + ("; compiling it (torch.compile): the first step takes about a minute on a CPU, less on"
+             " a GPU, and is not counted as training time" if cfg.compile else ""), flush=True)
+
+
+def progress_line(row, s_per_iter, cfg, state, end):
+    """The progress line of a log.jsonl row."""
+    where, eta = progress(cfg, state, end, s_per_iter)
+    return (f"{where}: loss {row['loss']:.4f}, lr {row['lr']:.2e}, {1000 * s_per_iter:.1f}ms/iter, "
+            f"{row['tokens_per_s']:,.0f} tok/s"
+            + (f", mfu {100 * row['mfu']:.2f}%" if row['mfu'] is not None else "") + f", {eta}")
 
 
 if __name__ == "__main__":

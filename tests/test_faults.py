@@ -252,6 +252,42 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, t
     assert runs(out)[1] == after_resume and 'ckpt.pt' not in runs(out)[0]
 
 
+def test_a_model_or_a_step_too_large_for_memory_is_one_line(data_dir, tmp_path, monkeypatch):
+    """An allocation that fails is a user's mistake: one line naming its size and what to lower, exit 2, no
+    traceback; at build (a real one: a 2.56 TB embedding) the run before is as it was, in a training step
+    (the allocator's error, injected) the line says what is kept."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2')
+    before = snapshot(out)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
+                           f'--out_dir={out}', '--vocab_size=20000000000'], cwd=HERE, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr[-2000:]
+    assert re.fullmatch(r"error: out of memory on cpu \(2560000000000 bytes at once\): lower batch_size \(4; "
+                        r"gradient_accumulation_steps keeps the tokens per step\), block_size \(16\), or the model's "
+                        r"size \(n_layer=2, n_embd=32, vocab_size=20000000000\)\n", proc.stderr), proc.stderr
+    assert snapshot(out) == before
+
+    def too_large(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 123456789 bytes. Error code 12 (Cannot allocate memory)")
+    monkeypatch.setattr(train, 'train_step', too_large)
+    with pytest.raises(UsageError, match=r"^out of memory on cpu \(123456789 bytes at once\): lower batch_size .*; "
+                                         r"no checkpoint was saved \(the run before is in .*prev/\)$"):
+        run(data_dir, out, '--max_iters=4')
+    assert runs(out)[1] == before  # moved whole to prev/ before it trained
+
+
+def test_a_block_size_the_data_cannot_fill_is_refused_before_the_model_is_built(data_dir, tmp_path, monkeypatch):
+    """A typo such as --block_size=100000000 is refused by the data's windows at once, not after building
+    a position table of block_size rows."""
+    built = []
+    monkeypatch.setattr(train, 'GPT', lambda *args, **kwargs: built.append(args))
+    with pytest.raises(UsageError, match=r"the train split holds no window of block_size \+ 1 = 100000001 tokens"):
+        run(data_dir, tmp_path / 'out', '--block_size=100000000')
+    assert not built and not (tmp_path / 'out').exists()
+
+
 def test_a_failed_write_names_its_cause_through_torch_save():
     import torch
     f = FullDisk(open(os.devnull, 'wb'), 1000)
@@ -651,8 +687,7 @@ run_main(train.main)
                                f'--out_dir={out}', '--max_iters=8'], cwd=HERE, capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 137 and any(n.startswith('config.json.tmp') for n in os.listdir(out))
-        guards.lock_run_dir(str(out), held := [])  # what the next run in out_dir does first
-        os.close(held[0])
+        guards.lock_run_dir(str(out))()  # what the next run in out_dir does first
         assert identity(out)[1:] == (4 * nth, 4 * nth * 64, nth == 2)  # its last save, whole
         assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']
 
@@ -693,8 +728,7 @@ def test_a_fault_at_every_file_operation_of_a_scratch_start_keeps_every_run_whol
         if mode == 'error' and code == 2:
             assert err.count('\n') == 2 and err.startswith('error: '), err  # one line (and the count)
         out = tmp_path / f'{mode}{k}'  # (the fault's own folder: `after` is a copy of it)
-        guards.lock_run_dir(str(out), held := [])  # what the next start does first
-        os.close(held[0])
+        guards.lock_run_dir(str(out))()  # what the next start does first
         here, prev = identity(out), identity(out / 'prev')  # whole, both
         if prev == start_prev and here == start_here:  # not moved yet: out_dir as it was
             pass

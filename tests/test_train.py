@@ -343,8 +343,8 @@ def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accum
                     '--eval_iters=2', '--eval_interval=2', '--log_interval=1', f'--data_dir={data_dir}',
                     f'--out_dir={out}')
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert 'tokens per iteration: 64 = 2 process(es) x 1 micro-step(s) x batch_size 2 x block_size 16 ' \
-           '(gradient_accumulation_steps=1 rounded up to 2, a multiple of 2 processes)' in proc.stdout
+    assert 'tokens per iteration: 64 = 2 process(es) x 1 micro-step(s) x batch_size 2 x block_size 16; ' \
+           'model: ' in proc.stdout  # 1 accumulation step over 2 processes: one micro-step each
     ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 3 and ckpt['tokens_seen'] == 3 * 64 and len(ckpt['rng']) == 2
 
@@ -590,16 +590,16 @@ def test_progress_lines_show_the_position_and_an_eta(data_dir, tmp_path, capsys)
 
 
 def test_progress_counts_the_budget_that_ends_the_run_first():
-    def status(args, state, tokens_per_iter=100, flops_per_token=1.0, eval_s=0.0):
+    def status(args, state, tokens_per_iter=100, flops_per_token=1.0):
         cfg = parse_config(train.TrainConfig, args)
         end = train.budget_end(cfg, train.RunState(), tokens_per_iter, flops_per_token)
-        return train.progress(cfg, state, end, 0.1, eval_s)
-    # 1750 iterations at 0.1s, and evals at 500, 1000, 1500, 2000
-    assert status(['--max_iters=2000', '--eval_interval=500'], train.RunState(iter_num=249, train_s=25.0),
-                  eval_s=10.0) == ('iter 250/2000 (12%)', 'ETA 3m35s')
-    # 35 seconds left end it at about iteration 600: evals at 500 and at the end
+        return train.progress(cfg, state, end, 0.1)
+    # 1750 iterations at 0.1s: the ETA is seconds per iteration times the iterations left
+    assert status(['--max_iters=2000', '--eval_interval=500'], train.RunState(iter_num=249, train_s=25.0)) == \
+        ('iter 250/2000 (12%)', 'ETA 2m55s')
+    # 35 seconds left end it before max_iters
     assert status(['--max_iters=2000', '--eval_interval=500', '--max_seconds=60'],
-                  train.RunState(iter_num=249, train_s=25.0), eval_s=5.0) == ('iter 250 (42% of max_seconds)', 'ETA 45s')
+                  train.RunState(iter_num=249, train_s=25.0)) == ('iter 250 (42% of max_seconds)', 'ETA 35s')
     assert status(['--max_iters=2000', '--max_flops=1e6'], train.RunState(iter_num=4),
                   flops_per_token=1000.0)[0] == 'iter 5/10 (50% of max_flops)'
     assert [guards.duration(s) for s in (0.04, 42, 92, 5 * 3600 + 180, 3 * 86400 + 4 * 3600)] == \
@@ -724,11 +724,11 @@ def test_compiling_says_so_before_it_starts(data_dir, capsys):
     """--compile's first step is silent for a minute on a CPU otherwise: a line says so first."""
     cfg = parse_config(train.TrainConfig, [*TINY, '--compile=True'])
     model = GPT(GPTConfig(**{**cfg.model_args(), 'vocab_size': 16}))
-    train.say_start(cfg, train.Distributed(), 1, model, None, None, train.RunState())
-    assert capsys.readouterr().out.splitlines()[-1].startswith(
-        'compiling the model (torch.compile): the first step takes about a minute on a CPU')
-    train.say_start(dataclasses.replace(cfg, compile=False), train.Distributed(), 1, model, None, None,
-                    train.RunState())
+    train.say_start(cfg, train.Distributed(), 1, model)
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        '; compiling it (torch.compile): the first step takes about a minute on a CPU, less on a GPU, and is not '
+        'counted as training time')
+    train.say_start(dataclasses.replace(cfg, compile=False), train.Distributed(), 1, model)
     assert 'compiling' not in capsys.readouterr().out  # without compile: nothing
 
 
