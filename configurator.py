@@ -30,26 +30,18 @@ def nearest(name, choices, n=3):
                         if c not in initials])[:n]
 
 
-def beside_scripts(path):
-    """A relative `path` that is not here but beside the scripts: that path, else None."""
-    there = os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
-    return there if not os.path.isabs(path) and os.path.exists(there) else None
-
-
 # -----------------------------------------------------------------------------
 # config files and --key=value flags
 
 def config_not_found(path, what='config file'):
-    """The one line for a config file that is not at `path`: where it is (a path relative to the
-    scripts, run from another folder), or the nearest name."""
-    there, name = beside_scripts(path), os.path.basename(path)
-    folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs'),
-               os.path.dirname(path) or '.']  # the shipped configs first, then the folder named
-    near = [os.path.relpath(os.path.join(d, n)) for d in folders if os.path.isdir(d)
-            for n in nearest(name, [n for n in os.listdir(d) if n.endswith('.py')], n=1)]
-    return UsageError(f"{what} {path!r} not found" + (
-        f" here ({os.getcwd()}); it is beside the scripts: {os.path.relpath(there)}" if there
-        else f"; did you mean {near[0]}?" if near else ""))
+    """The one line for a config file that is not at `path`: the nearest shipped config, as a path
+    typed from here (`configs/llama` or `quick`: configs/llama.py, configs/quick.py)."""
+    configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
+    name = os.path.basename(path if path.endswith('.py') else f"{path}.py")
+    near = nearest(name, [n for n in sorted(os.listdir(configs)) if n.endswith('.py')], n=1)
+    return UsageError(f"{what} {path!r} not found; " + (
+        f"did you mean {os.path.relpath(os.path.join(configs, near[0]))}?" if near else
+        f"the shipped configs are in {os.path.relpath(configs)}/"))
 
 
 def _coerce(name, text, default, from_config=False):
@@ -156,12 +148,10 @@ def parse_config(cls, argv, *, config_files=True, usage=None, doc=None):
                 if key not in defaults:
                     raise UsageError(f"{arg}: " + str(_unknown(key, list(defaults))))
                 values[key] = _check_value(key, value, defaults[key])
+        elif config_files and '=' not in arg:  # a config without .py, or a bare name: configs/x.py
+            raise config_not_found(arg)
         else:
-            hint = "config files end in .py; " if config_files else ""
-            near = beside_scripts(os.path.join('configs', f"{arg}.py"))
-            if config_files and near:  # a bare name, as sweep.py --configs takes them
-                hint = f"did you mean {os.path.relpath(near)}? "
-            raise UsageError(f"unexpected argument {arg!r}; {hint}flags look like --key=value")
+            raise UsageError(f"unexpected argument {arg!r}; flags look like --key=value")
     try:
         return cls(**values)
     except ValueError as e:
@@ -202,8 +192,8 @@ def help_text(cls, usage=None, doc=None):
 # running a script, reading and writing files
 
 def run_main(main):
-    """Run a script's main(): a UsageError (or a failed torch.compile) is one line on stderr and
-    exit code 2, Ctrl-C exits 130, a closed stdout pipe exits quietly."""
+    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
+    a closed stdout pipe exits quietly."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt from here
     try:
         main(sys.argv[1:])
@@ -216,16 +206,6 @@ def run_main(main):
     except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
-    except Exception as e:
-        if not type(e).__module__.startswith(('torch._dynamo', 'torch._inductor')):
-            raise
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        why = next((line for line in str(e).splitlines()  # not a heading ("backend=... raised:")
-                    if line.strip() and not line.rstrip().endswith(':')), type(e).__name__)[:200]
-        print(f"error: torch.compile failed ({why}); a compile stopped part-way can leave its "
-              f"cache cut short: remove {cache_dir()} and rerun, or leave out --compile",
-              file=sys.stderr)
-        sys.exit(2)
 
 
 def regular_file(path, what, *, output=False, fix='name a file'):

@@ -117,27 +117,21 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise UsageError(f"tiktoken ranks file {path!r} is not the one the data was tokenized "
                          "with (its sha256 differs)")
-    try:  # parsed here: tiktoken.load would read through (and write) its download cache
-        lines = (line.split() for line in data.splitlines() if line)
-        ranks = {base64.b64decode(token, validate=True): int(rank) for token, rank in lines}
-    except ValueError:  # also binascii.Error
-        ranks = None
-    if not ranks:
-        raise UsageError(f"{path!r} is not a tiktoken ranks file (lines of 'base64-token rank')")
-    missing = [b for b in range(256) if bytes([b]) not in ranks]
-    if missing:  # tiktoken would panic (a Rust PanicException, not an Exception) on such a byte
-        raise UsageError(f"{path!r} lacks {len(missing)} of the 256 single-byte tokens (the first: "
-                         f"{bytes(missing[:1])!r}); byte-level BPE needs every byte in its ranks")
-    if len(set(ranks.values())) != len(ranks):
-        raise UsageError(f"{path!r} gives two tokens the same rank; each token needs its own rank")
-    special_tokens = special_tokens or {EOT: max(ranks.values()) + 1}
     name = os.path.basename(path).removesuffix('.tiktoken')
-    try:
+    try:  # parsed here: tiktoken.load would read through (and write) its download cache
+        ranks = {base64.b64decode(token, validate=True): int(rank)
+                 for token, rank in (line.split() for line in data.splitlines() if line)}
+        special_tokens = special_tokens or {EOT: max(ranks.values()) + 1}
+        # byte-level BPE ranks every byte (tiktoken panics, a BaseException, on one it lacks) and
+        # gives each token its own rank
+        if any(bytes([b]) not in ranks for b in range(256)) or len(set(ranks.values())) < len(ranks):
+            raise ValueError
         enc = tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=ranks,
                                 special_tokens=special_tokens)
-    except Exception as e:
-        why = f"{type(e).__name__}: {e}".splitlines()[0]
-        raise UsageError(f"cannot build a tokenizer from {path!r}: {why}") from None
+    except Exception:
+        raise UsageError(f"{path!r} is not a byte-level BPE ranks file tiktoken can use (lines of "
+                         "'base64-token rank', every one of the 256 bytes among them, each rank once);"
+                         " pass prepare.py a good --tokenizer=FILE") from None
     info = {'kind': 'tiktoken', 'name': name, 'ranks_file': os.path.abspath(path),
             'ranks_sha256': hashlib.sha256(data).hexdigest(), 'pat_str': pat_str,
             'special_tokens': special_tokens}
@@ -171,13 +165,15 @@ def load_tokenizer(meta, *, ranks_file=''):
     """Rebuild the tokenizer that meta.json (as a dict) describes. A BPE ranks file no longer where
     it was (a moved folder, another machine), or one for an encoding known by name offline, is
     `ranks_file`, checked by its sha256."""
-    tok = (meta or {}).get('tokenizer')
-    kind = tok.get('kind') if isinstance(tok, dict) else None
-    if kind == 'char':
+    problem = tokenizer_problem(meta or {})
+    if problem:
+        raise UsageError(f"meta.json {problem}; rerun prepare.py")
+    tok = meta['tokenizer']
+    if tok['kind'] == 'char':
         return CharTokenizer(tok['chars'])
-    if kind == 'byte':
+    if tok['kind'] == 'byte':
         return ByteTokenizer()
-    if kind == 'tiktoken' and tok.get('ranks_file'):  # a file prepare.py read, its sha256 kept
+    if tok.get('ranks_file'):  # a file prepare.py read, its sha256 kept
         if not os.path.isfile(ranks_file or tok['ranks_file']):
             raise UsageError(f"tiktoken ranks file {ranks_file or tok['ranks_file']!r} not found "
                              f"(moved?); pass --ranks_file=path/to/"
@@ -185,14 +181,11 @@ def load_tokenizer(meta, *, ranks_file=''):
         return tiktoken_from_file(ranks_file or tok['ranks_file'], sha256=tok.get('ranks_sha256'),
                                   pat_str=tok.get('pat_str', GPT2_PATTERN),
                                   special_tokens=tok.get('special_tokens'))
-    if kind == 'tiktoken' and ranks_file:  # by name (gpt2) offline: a local copy of its ranks
+    if ranks_file:  # by name (gpt2) offline: a local copy of its ranks
         enc = tiktoken_from_file(ranks_file, special_tokens={EOT: 50256},
                                  sha256=KNOWN_RANKS.get(tok['name']))
         return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': tok['name']})
-    if kind == 'tiktoken':
-        return tiktoken_by_name(tok['name'], flag='--ranks_file')
-    raise UsageError(f"meta.json does not describe a tokenizer (tokenizer = {tok!r}); "
-                     "rerun prepare.py")
+    return tiktoken_by_name(tok['name'], flag='--ranks_file')
 
 
 def sha256_file(path):
@@ -205,22 +198,14 @@ def sha256_file(path):
 
 
 def tokenizer_problem(meta):
-    """What is wrong with the tokenizer a meta.json describes, or None: checked before training, so
-    that a run whose tokens sample.py could not decode is refused before it trains, not after."""
+    """Why the tokenizer a meta.json describes cannot decode its tokens, or None: checked before
+    training (else only sample.py finds out) and before a tokenizer is rebuilt."""
     tok, vocab = meta.get('tokenizer'), meta.get('vocab_size')
     kind = tok.get('kind') if isinstance(tok, dict) else None
-    if kind not in ('char', 'byte', 'tiktoken'):
-        return f"does not describe a tokenizer (tokenizer = {tok!r})"
-    if kind == 'char':
-        chars = tok.get('chars')
-        if not isinstance(chars, str) or list(chars) != sorted(set(chars)):
-            return "has a character list that is not each character once, in code-point order"
-        if len(chars) != vocab:
-            return f"lists {len(chars)} characters for vocab_size={vocab}"
-    if kind == 'byte' and vocab != 256:
-        return f"has vocab_size={vocab} for the byte tokenizer (256)"
-    if kind == 'tiktoken' and not isinstance(tok.get('name'), str):
-        return f"names no tiktoken encoding (tokenizer = {tok!r})"
+    chars = tok.get('chars') if kind == 'char' else None
+    if not (kind == 'byte' and vocab == 256 or kind == 'tiktoken' and isinstance(tok.get('name'), str)
+            or isinstance(chars, str) and list(chars) == sorted(set(chars)) and len(chars) == vocab):
+        return f"does not describe a tokenizer of its {vocab} token ids (tokenizer = {str(tok)[:60]})"
     return None
 
 

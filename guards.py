@@ -119,8 +119,8 @@ def load_checkpoint(path):
         raise no_checkpoint(path)
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True)
-        version, args = ckpt.get('format_version', 1), dict(ckpt['model_args'])
-        ckpt['model']
+        version = ckpt.get('format_version', 1)
+        dict(ckpt['model_args']), ckpt['model']  # (a dict holding both)
     except Exception as e:  # truncated, garbage, not ours (torch's advice, weights_only=False, would
         raise UsageError(f"checkpoint {path!r} cannot be read ({type(e).__name__}): it is "  # run
                          "truncated, corrupt or not written by train.py; retrain, or restore a "
@@ -128,20 +128,13 @@ def load_checkpoint(path):
     if version != CHECKPOINT_FORMAT:
         raise UsageError(f"{path} has checkpoint format {version!r}; this code reads format "
                          f"{CHECKPOINT_FORMAT}: use the code that wrote it")
-    if isinstance(args.get('pos_emb'), bool):
-        raise UsageError(f"{path} is from before rotary positions (pos_emb={args['pos_emb']}), "
-                         "which this code no longer reads; retrain it")
     return ckpt
 
 
 def check_resumable(ckpt, cfg, meta, path):
-    """A UsageError unless the run `cfg` on data `meta` can continue checkpoint `ckpt` exactly:
-    written by train.py, the same architecture (dropout may change), optimizer, val set and
-    tokenizer; the log row of a switch to other data (--new_data), or None."""
-    missing = [k for k in ('optimizer', 'scaler', 'iter_num', 'tokens_seen', 'rng') if k not in ckpt]
-    if missing:
-        raise UsageError(f"{path} has no {', '.join(missing)}: it was not written by this train.py, so "
-                         "it cannot resume exactly; use another out_dir with init_from='scratch'")
+    """A UsageError unless the run `cfg` on data `meta` can continue checkpoint `ckpt` exactly: the
+    same architecture (dropout may change), optimizer, val set and tokenizer; the log row of a
+    switch to other data (--new_data), or None."""
     saved, asked = {**dataclasses.asdict(GPTConfig()), **ckpt['model_args']}, cfg.model_args()
     diff = [k for k in asked if k != 'dropout' and saved.get(k) != asked[k]]
     if diff:

@@ -71,50 +71,43 @@ class GPTConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of "
                                  f"{', '.join(a or repr(a) for a in allowed)}")
-        for name in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'dconv_kernel',
-                     'ffn_multiple_of', 'tiny_attn_size'):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ('ffn_hidden', 'gmlp_d_ffn'):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 (auto) or positive, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not 0.0 < self.rope_base < math.inf:  # (written so that nan fails too)
-            raise ValueError("rope_base must be a positive finite number (RoFormer's and LLaMA's: "
-                             f"10000), got {self.rope_base!r}")
-        heads = [h for h in range(1, 17) if self.n_embd % h == 0]
-        if self.block == 'transformer':
-            if self.n_embd % self.n_head:
-                raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
-                                 f"pick n_head among {heads}")
-        elif self.match_params and self.n_embd % self.n_head:  # the matched GPT-2 block has heads
-            raise ValueError(f"match_params={self.match_params!r} sizes this {self.block} (which "
-                             "has no heads) to the parameters of a GPT-2 block of "
-                             f"n_embd={self.n_embd} with n_head={self.n_head}, which must divide "
-                             f"it: set n_head to one of {heads}, or match_params=''")
-        else:  # gMLP blocks have neither attention nor an FFN sub-layer: say so, not ignore it
-            if self.attn != 'mha' or self.ffn != 'gelu':
-                raise ValueError(f"block={self.block!r} has no attention or FFN sub-layer, so "
-                                 "attn/ffn must stay at their defaults ('mha'/'gelu'); use "
-                                 "gmlp_d_ffn to size it")
-            if self.block == 'gmlp' and self.pos_emb == 'rope':
-                raise ValueError("block='gmlp' has no attention for rotary positions to rotate; "
-                                 "use pos_emb='none' (the SGU's weights are positional) or "
-                                 "block='amlp'")
-            if self.gmlp_d_ffn % 2:
-                raise ValueError(f"gmlp_d_ffn={self.gmlp_d_ffn} must be even (the SGU splits it "
-                                 "in two)")
-        if self.pos_emb == 'rope' and self.head_size % 2:
-            raise ValueError("rotary positions rotate pairs of channels: head size "
-                             f"{self.head_size} must be even")
-        knob = 'ffn_hidden' if self.block == 'transformer' else 'gmlp_d_ffn'
-        if self.match_params and getattr(self, knob):
-            raise ValueError(f"match_params={self.match_params!r} picks {knob} itself; set "
-                             f"{knob}=0 or match_params=''")
-        if self.match_params and self.ffn == 'none':
-            raise ValueError("ffn='none' has no width for match_params to size; set "
-                             "match_params=''")
+        # (fields, what is allowed, the rule in words): written as what is allowed, nan fails too
+        for names, ok, must in (('block_size vocab_size n_layer n_head n_embd dconv_kernel '
+                                 'ffn_multiple_of tiny_attn_size', lambda v: v >= 1, "at least 1"),
+                                ('ffn_hidden gmlp_d_ffn', lambda v: v >= 0, "0 (auto) or positive"),
+                                ('dropout', lambda v: 0 <= v < 1, "in [0, 1)"),
+                                ('rope_base', lambda v: 0 < v < math.inf,
+                                 "a positive finite number (RoFormer's and LLaMA's: 10000)")):
+            for name in names.split():
+                if not ok(getattr(self, name)):
+                    raise ValueError(f"{name} must be {must}, got {getattr(self, name)!r}")
+        # combinations that cannot be built, each with what to do instead
+        gmlp, heads = self.block != 'transformer', [h for h in range(1, 17) if self.n_embd % h == 0]
+        knob = 'gmlp_d_ffn' if gmlp else 'ffn_hidden'
+        for bad, why in (
+                (not gmlp and self.n_embd % self.n_head, f"n_embd={self.n_embd} is not divisible "
+                 f"by n_head={self.n_head}; pick n_head among {heads}"),
+                (gmlp and self.match_params and self.n_embd % self.n_head,  # the GPT-2 block's
+                 f"match_params={self.match_params!r} sizes this {self.block} (which has no heads) "
+                 f"to the parameters of a GPT-2 block of n_embd={self.n_embd} with "
+                 f"n_head={self.n_head}, which must divide it: set n_head to one of {heads}, or "
+                 "match_params=''"),
+                (gmlp and (self.attn != 'mha' or self.ffn != 'gelu'), f"block={self.block!r} has "
+                 "no attention or FFN sub-layer, so attn/ffn must stay at their defaults "
+                 "('mha'/'gelu'); use gmlp_d_ffn to size it"),
+                (self.block == 'gmlp' and self.pos_emb == 'rope', "block='gmlp' has no attention "
+                 "for rotary positions to rotate; use pos_emb='none' (the SGU's weights are "
+                 "positional) or block='amlp'"),
+                (gmlp and self.gmlp_d_ffn % 2, f"gmlp_d_ffn={self.gmlp_d_ffn} must be even (the "
+                 "SGU splits it in two)"),
+                (self.pos_emb == 'rope' and self.head_size % 2, "rotary positions rotate pairs of "
+                 f"channels: head size {self.head_size} must be even"),
+                (self.match_params and getattr(self, knob), f"match_params={self.match_params!r} "
+                 f"picks {knob} itself; set {knob}=0 or match_params=''"),
+                (self.match_params and self.ffn == 'none', "ffn='none' has no width for "
+                 "match_params to size; set match_params=''")):
+            if bad:
+                raise ValueError(why)
 
     @property
     def head_size(self):
@@ -516,6 +509,10 @@ class GPT(nn.Module):
             cache.end(T)
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
+            # the mean cross-entropy of the next token, in nats: train.py's val_loss, and bits
+            # per byte (val_loss / ln 2 x tokens per byte) read it so; an auxiliary loss goes
+            # beside it (returned on its own), never into it. Targets of -1 are not scored:
+            # probe.py's recall batches score the answer positions only
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
                                    ignore_index=-1)
             return logits, loss
@@ -538,6 +535,8 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if not p.requires_grad:
                 continue
+            # chosen by name: a new block's 2-D weight that mixes positions, not features (as the
+            # SGU's W does), is named here, or Muon orthogonalises it
             hidden = (p.dim() == 2 and name.startswith('transformer.h.')
                       and not name.endswith('sgu.weight'))
             group = ('muon' if hidden and optimizer == 'muon' else
@@ -676,28 +675,17 @@ def matched_width(config):
     same depth, width, heads, block_size, vocab, bias and tying. Parameters are linear in the knob,
     so two counts give it; it is then rounded to the coarsest multiple of 64, 32, ..., 2 (1) landing
     within 0.5%. A config that cannot come within MATCH_TOLERANCE (a gMLP whose block_size^2 spatial
-    weights outweigh the GPT-2 block it is matched to) is a ValueError naming a shape where it can.
+    weights outweigh the GPT-2 block it is matched to) is a ValueError saying which way to go.
     """
     w, err, target, got = _closest_width(tuple(sorted(vars(config).items())))
     if err <= MATCH_TOLERANCE:
         return w
     what = config.block if config.block != 'transformer' else f"{config.attn} + {config.ffn}"
-    wider = next((W for W in range(config.n_embd + 32, 8 * config.n_embd + 1, 32)
-                  if _matches(replace(config, n_embd=W,
-                                      n_head=max(1, W * config.n_head // config.n_embd)))), None)
-    shorter = next((T for T in (config.block_size // 2 ** k for k in range(1, 12))
-                    if T >= 8 and _matches(replace(config, block_size=T))), None)
-    where = ' or '.join([f"n_embd={wider}"] * bool(wider)
-                        + [f"block_size={shorter}"] * bool(shorter))
     raise ValueError(f"match_params='gpt': {what} cannot come within {MATCH_TOLERANCE:.0%} of the "
                      f"GPT-2 block's {target:,} parameters at n_layer={config.n_layer}, "
                      f"n_embd={config.n_embd}, block_size={config.block_size} (closest: {got:,}, "
-                     f"{got / target - 1:+.0%}); it can at {where or 'a larger shape'}, or set "
-                     "match_params='' to compare unmatched")
-
-
-def _matches(config):
-    return _closest_width(tuple(sorted(vars(config).items())))[1] <= MATCH_TOLERANCE
+                     f"{got / target - 1:+.0%}); a wider n_embd or a shorter block_size comes "
+                     "closer, or set match_params='' to compare unmatched")
 
 
 @functools.lru_cache(maxsize=None)

@@ -566,8 +566,8 @@ def change_marks(cells, y, paired=False):
     b - a ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
     every inequality it claims has a test whose interval excludes 0: 'flips', both gaps' signs;
     'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and b + 2a; 'holds', both
-    signs, 2b - a and b - 2a. A flip whose sign is unknown but whose halving is resolved (a gap
-    that collapsed to about zero) is that halving."""
+    signs, 2b - a and b - 2a. A flip by the means from a resolved a, whose b's sign is unknown, to
+    |b| < |a|/2 with its halving resolved (a gap that collapsed to about zero) is that halving."""
     a, out = cells[0], []
     for b in cells[1:]:
         if not (a and b and y in a and y in b):
@@ -580,7 +580,8 @@ def change_marks(cells, y, paired=False):
         tests = {k: not holds_zero(*contrast(a, b, y, *k, paired))
                  for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
         halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
-        if word == 'flips' and not signs and halving:
+        a_known = not holds_zero(a[y], a[f'{y}_half'])  # (and the means' |b| < |a|/2: 2b - a and
+        if word == 'flips' and a_known and abs(b[y]) < abs(a[y]) / 2 and halving:  # 2b + a apart)
             word = 'halves'
         resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
                     'holds': signs and tests[1, 2] and tests[2, 1]}[word]

@@ -33,8 +33,8 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from configurator import (UsageError, help_text, no_checkpoint, parse_config, quick_start,
-                          regular_file, require, run_main)
-from dataset import load_tokenizer, read_meta
+                          require, run_main)
+from dataset import load_tokenizer
 from guards import load_checkpoint, resolve_device
 from model import GPT, DecodeCache
 from train import DTYPES, TrainConfig, autocast_context, resolve_dtype
@@ -89,21 +89,28 @@ def parse_args(argv):
     return SampleConfig(**{name: getattr(both, name) for name in mine})
 
 
+def read_prompt(start):
+    """The prompt: --start, or the text of the file --start=FILE:path names (read as given: a pipe
+    to its end)."""
+    if not start.startswith('FILE:'):
+        return start
+    try:
+        with open(start[len('FILE:'):], encoding='utf-8') as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--start={start}: cannot read it ({type(e).__name__}: {e})") from None
+
+
 def read_start(start, tok):
-    """(prompt text to print, its token ids). FILE:path reads the prompt from a file."""
-    if start.startswith('FILE:'):
-        path = regular_file(start[len('FILE:'):], '--start=FILE:')
-        try:
-            with open(path, encoding='utf-8') as f:
-                start = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--start=FILE:{path}: cannot read it ({type(e).__name__}: {e})") \
-                from None
+    """(prompt text to print, its token ids)."""
     if start:
         try:
             return start, tok.encode(start)
         except UsageError as e:  # e.g. a character the char-level vocabulary lacks
             raise UsageError(f"--start: {e}") from None
+        except UnicodeEncodeError:  # bytes on the command line that are not UTF-8
+            raise UsageError("--start holds bytes that are not UTF-8 text; pass UTF-8, or "
+                             "--start=FILE:path") from None
     # nothing to continue: begin a new document as training saw them, after <|endoftext|> or a
     # newline
     if tok.eot_token is not None:
@@ -133,8 +140,7 @@ def main(argv):
         print(help_text(SampleConfig, USAGE, __doc__))
         return
     cfg = parse_args(argv)
-    if cfg.start.startswith('FILE:'):  # a device or pipe is never read (/dev/zero has no end)
-        regular_file(cfg.start[len('FILE:'):], '--start=FILE:')
+    prompt = read_prompt(cfg.start)  # (before the model loads: a file not there is said first)
     device = resolve_device(cfg.device)
     device_type = torch.device(device).type
     dtype = resolve_dtype(cfg.dtype, device_type)
@@ -145,7 +151,7 @@ def main(argv):
     mc = model.config
     tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file)
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
-    text, ids = read_start(cfg.start, tok)
+    text, ids = read_start(prompt, tok)
     print(f"{ckpt_path}: {arch}, {model.get_num_params() / 1e6:.2f}M parameters, iter "
           f"{ckpt.get('iter_num', '?')}, tokenizer {tok.name}; sampling on {device} in {dtype}",
           file=sys.stderr)
@@ -228,23 +234,15 @@ def load_run(out_dir, *, verb='sampling'):
     try:
         return path, ckpt, GPT.from_checkpoint(ckpt)
     except (TypeError, ValueError, RuntimeError) as e:  # model_args or weights that do not fit
-        raise UsageError(f"{path} does not rebuild a model: {str(e).splitlines()[0]}") from None
+        raise UsageError(f"{path} does not rebuild a model: {' '.join(str(e).split())[:400]}") \
+            from None
 
 
 def tokenizer_for(ckpt, vocab_size, *, ranks_file=''):
-    """The tokenizer of the checkpoint's data (its 'meta', else data_dir's meta.json)."""
+    """The tokenizer of the checkpoint's data (its 'meta': the data's meta.json)."""
     meta = ckpt.get('meta')
-    if meta is None:  # an older checkpoint: the data directory it names, if it is still there
-        data_dir = (ckpt.get('config') or {}).get('data_dir')
-        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else None
-    if meta is None:
-        if vocab_size < 50257:
-            raise UsageError("the checkpoint does not record its tokenizer (no 'meta') and its "
-                             "data_dir has no meta.json; rerun prepare.py into the data_dir it was "
-                             "trained on")
-        # raw llm.c shards (no meta.json) hold GPT-2 tokens; train.py gives them vocab_size 50304
-        print("note: the checkpoint does not record its tokenizer; assuming GPT-2 BPE (raw llm.c "
-              "shards)", file=sys.stderr)
+    if meta is None:  # raw llm.c shards (no meta.json) hold GPT-2 tokens
+        print("note: the checkpoint records no tokenizer (raw shards): GPT-2 BPE", file=sys.stderr)
         meta = {'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'}}
     tok = load_tokenizer(meta, ranks_file=ranks_file)
     if tok.vocab_size > vocab_size:

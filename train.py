@@ -299,15 +299,21 @@ def set_rng_state(state):
 def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
     """Load a checkpoint into the model, optimizer and scaler, and the random generators when as
     many processes resume as saved it; its RunState. The dict is emptied (no second copy kept)."""
-    model.load_state_dict(ckpt['model'])
-    optimizer.load_state_dict(ckpt['optimizer'])
-    if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
-        scaler.load_state_dict(ckpt['scaler'])
-    it, evaluated = ckpt['iter_num'], ckpt.get('evaluated', True)  # False: its eval was cut short
-    state = RunState(iter_num=it, tokens_seen=ckpt['tokens_seen'], saved_at=it,
-                     best_val_loss=ckpt['best_val_loss'], train_s=ckpt.get('train_s', 0.0),
-                     elapsed_s=ckpt.get('elapsed_s', 0.0), evaluated_at=it if evaluated else None)
-    rng = ckpt['rng']
+    try:  # (a checkpoint another train.py wrote, nanoGPT's say, or a corrupt one: one line)
+        model.load_state_dict(ckpt['model'])
+        optimizer.load_state_dict(ckpt['optimizer'])
+        if ckpt['scaler'] and scaler.is_enabled():  # empty when saved without float16
+            scaler.load_state_dict(ckpt['scaler'])
+        it, evaluated = ckpt['iter_num'], ckpt.get('evaluated', True)  # False: its eval was cut
+        state = RunState(iter_num=it, tokens_seen=ckpt['tokens_seen'], saved_at=it,  # short
+                         best_val_loss=ckpt['best_val_loss'], train_s=ckpt.get('train_s', 0.0),
+                         elapsed_s=ckpt.get('elapsed_s', 0.0),
+                         evaluated_at=it if evaluated else None)
+        rng = ckpt['rng']
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise UsageError(f"{cfg.out_dir}/ckpt.pt cannot resume here: it was not written by this "
+                         f"train.py, or is corrupt ({' '.join(str(e).split())[:200]}); retrain "
+                         "it, or restore a good copy") from None
     if procs.master:
         due = not evaluated and it % cfg.eval_interval == 0
         print(f"resuming from iter {it} ({state.tokens_seen:,} tokens)"

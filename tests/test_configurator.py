@@ -146,10 +146,10 @@ def test_an_unknown_config_is_answered_with_architectures_only():
         stats.config_paths(['gtp'])
 
 
-def test_a_config_path_typed_from_another_folder_names_the_file_beside_the_scripts(tmp_path, monkeypatch):
-    """`python clone/train.py configs/quick.py` from another folder reads the path from there: one line
-    says so and names the file beside the scripts, for train.py and sample.py, the tools' config paths
-    (sweep.py, bench.py, probe.py) and sweep.py's --recipe alike."""
+def test_a_config_path_not_found_names_the_nearest_shipped_config(tmp_path, monkeypatch):
+    """A config path that is not there (typed from another folder, without .py, or a bare name as sweep.py
+    --configs takes): one line naming the nearest shipped config as a path typed from here, for train.py and
+    sample.py, the tools' config paths (sweep.py, bench.py, probe.py) and sweep.py's --recipe alike."""
     import re
     import sample
     import sweep
@@ -158,8 +158,9 @@ def test_a_config_path_typed_from_another_folder_names_the_file_beside_the_scrip
     for name, attempt in [('configs/quick.py', lambda: train.main(['configs/quick.py'])),
                           ('configs/quick.py', lambda: sample.main(['configs/quick.py'])),
                           ('configs/gmlp.py', lambda: stats.config_paths(['configs/gmlp.py'])),
-                          ('configs/_recipe.py', lambda: sweep.main(['--configs=gpt', '--recipe=configs/_recipe.py']))]:
-        beside = os.path.relpath(os.path.join(HERE, name))
-        with pytest.raises(C.UsageError, match=rf"'{name}' not found here \({re.escape(str(tmp_path))}\); it is "
-                                               rf"beside the scripts: {re.escape(beside)}$"):
+                          ('configs/_recipe.py', lambda: sweep.main(['--configs=gpt', '--recipe=configs/_recipe.py'])),
+                          ('configs/llama', lambda: train.main(['configs/llama'])),
+                          ('quick', lambda: train.main(['quick']))]:
+        near = os.path.relpath(os.path.join(HERE, 'configs', os.path.basename(name).removesuffix('.py') + '.py'))
+        with pytest.raises(C.UsageError, match=rf"'{name}' not found; did you mean {re.escape(near)}\?$"):
             attempt()

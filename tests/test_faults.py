@@ -127,21 +127,24 @@ def test_resume_on_another_corpus_is_refused_unless_new_data_which_the_log_marks
     assert len([r for r in rows if 'data_switch' in r]) == 1
 
 
-@pytest.mark.parametrize('edit,expect', [
-    (lambda m: m.pop('tokenizer'), "does not describe a tokenizer"),
-    (lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][1:]), r"lists \d+ characters for vocab_size"),
-    (lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][::-1]), "has a character list that is not each character once"),
-    (lambda m: m['tokenizer'].update(kind='bpe'), "does not describe a tokenizer")])
-def test_a_meta_json_whose_tokenizer_cannot_decode_is_refused_before_training(tmp_path, edit, expect):
+@pytest.mark.parametrize('edit', [lambda m: m.pop('tokenizer'), lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][1:]),
+                                  lambda m: m['tokenizer'].update(chars=m['tokenizer']['chars'][::-1]),
+                                  lambda m: m['tokenizer'].update(kind='bpe'), lambda m: m['tokenizer'].pop('chars')],
+                         ids=['none', 'a character short', 'out of order', 'another kind', 'no characters'])
+def test_a_meta_json_whose_tokenizer_cannot_decode_is_refused_before_training(tmp_path, edit):
     folder = write_corpus(tmp_path / 'data')
     with open(os.path.join(folder, 'meta.json')) as f:
         meta = json.load(f)
     edit(meta)
     with open(os.path.join(folder, 'meta.json'), 'w') as f:
         json.dump(meta, f)
-    with pytest.raises(UsageError, match=f"meta.json {expect}.*; rerun prepare.py"):
+    with pytest.raises(UsageError, match=r"meta.json does not describe a tokenizer of its 20 token ids \(tokenizer = .*\); "
+                                         r"rerun prepare.py$"):
         run(folder, tmp_path / 'out', '--max_iters=2')
     assert not os.path.exists(tmp_path / 'out')
+    ckpt = {'meta': meta, 'model_args': {'vocab_size': 20}}  # a checkpoint with that meta: sample.py's one line
+    with pytest.raises(UsageError, match=r"meta.json does not describe a tokenizer of its 20 token ids"):
+        sample.tokenizer_for(ckpt, 20)
 
 
 # -----------------------------------------------------------------------------
@@ -747,22 +750,33 @@ def test_a_fault_at_every_file_operation_of_a_scratch_start_keeps_every_run_whol
 
 def test_a_checkpoint_from_a_newer_format_or_not_ours_is_one_line(data_dir, tmp_path):
     """One check of what torch.load gives (a dict with model and model_args) and of the format version; a
-    checkpoint from before rotary positions (pos_emb a bool) is one line saying so."""
+    checkpoint of another architecture (a pos_emb of before rotary positions, weights that do not fit) is
+    refused by the architecture check on resume, and by the rebuild in sample.py, naming what differs."""
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=2')
     good = torch.load(out / 'ckpt.pt', weights_only=True)
-    for change, what in [(dict(format_version=2), 'checkpoint format 2'), (dict(model_args=[1, 2]), 'cannot be read'),
-                         (dict(model_args={**good['model_args'], 'pos_emb': True}), 'from before rotary positions')]:
+    for change, resume, rebuild in [
+            (dict(format_version=2), 'checkpoint format 2', 'checkpoint format 2'),
+            (dict(model_args=[1, 2]), 'cannot be read', 'cannot be read'),
+            (dict(model_args={**good['model_args'], 'pos_emb': True}), r"another architecture: pos_emb=True",
+             r"does not rebuild a model: unknown pos_emb True"),
+            (dict(model={k: v for k, v in good['model'].items() if 'ln_f' not in k}), r"cannot resume here: .*Missing key",
+             r"does not rebuild a model: Error\(s\) in loading state_dict for GPT: Missing key\(s\) in "
+             r"state_dict: \"transformer.ln_f.weight\", \"transformer.ln_f.bias\"")]:
         torch.save({**good, **change}, out / 'ckpt.pt')
         before = snapshot(out)
-        with pytest.raises(UsageError, match=what) as e:
+        with pytest.raises(UsageError, match=resume) as e:
             run(data_dir, out, '--max_iters=4', '--init_from=resume')
         assert '\n' not in str(e.value) and snapshot(out) == before  # not resumed, not rewritten as format 1
-        with pytest.raises(UsageError, match=what):
+        with pytest.raises(UsageError, match=rebuild) as e:
             sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
+        assert '\n' not in str(e.value)
     torch.save({**good, 'model_args': {**good['model_args'], 'n_layer': 'two'}}, out / 'ckpt.pt')
     with pytest.raises(UsageError, match=r"ckpt.pt does not rebuild a model: "):
         sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2'])
+    torch.save(good, out / 'ckpt.pt')
+    with pytest.raises(UsageError, match=r"^--start holds bytes that are not UTF-8 text; pass UTF-8, or --start=FILE:path$"):
+        sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2', '--start=\udcff\udcfe'])
 
 
 @pytest.mark.parametrize('args,expect', [
@@ -827,7 +841,7 @@ class GPT(torch.nn.Module):
 """
 
 
-@pytest.mark.parametrize('case', ['sample-zero', 'sample-folder', 'hellaswag-folder', 'hellaswag-stdin',
+@pytest.mark.parametrize('case', ['sample-folder', 'hellaswag-folder', 'hellaswag-stdin',
                                   'bench-folder', 'bench-devnull', 'bench-not-py', 'bench-exit',
                                   'bench-not-nanogpt'])
 def test_a_path_a_user_names_is_a_regular_file_or_one_line(case, tmp_path):
@@ -837,8 +851,7 @@ def test_a_path_a_user_names_is_a_regular_file_or_one_line(case, tmp_path):
     (tmp_path / 'model.txt').write_text('not python')
     (tmp_path / 'other.py').write_text(NOT_NANOGPT)
     script, args, expect = {
-        'sample-zero': ('sample.py', ['--start=FILE:/dev/zero'], r"--start=FILE: '/dev/zero' is not a regular file"),
-        'sample-folder': ('sample.py', [f'--start=FILE:{tmp_path}'], 'is a folder; name a file'),
+        'sample-folder': ('sample.py', [f'--start=FILE:{tmp_path}'], r'--start=FILE:.*: cannot read it \(IsADirectoryError'),
         'hellaswag-folder': ('hellaswag.py', ['--out_dir=nowhere', f'--input={tmp_path}'], 'is a folder'),
         'hellaswag-stdin': ('hellaswag.py', ['--out_dir=nowhere', '--input=/dev/stdin'], 'not a regular file'),
         'bench-folder': ('bench.py', [f'--reference={tmp_path}', *TINY_REF], 'is a folder'),

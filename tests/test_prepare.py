@@ -69,7 +69,7 @@ def test_char_and_byte_round_trip():
     assert byte.decode(byte.encode(TEXT)) == TEXT and byte.vocab_size == 256
     assert len(byte.encode('🐍')) == 4
     for tok in (char, byte):  # rebuilt from what meta.json stores
-        again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+        again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta(), 'vocab_size': tok.vocab_size})))
         assert again.encode(TEXT) == tok.encode(TEXT) and again.vocab_size == tok.vocab_size
     with pytest.raises(configurator.UsageError, match='not in this'):
         char.encode('Z')
@@ -83,9 +83,9 @@ def test_tiktoken_from_local_ranks_file(tmp_path):
     assert tok.decode(tok.encode(TEXT)) == TEXT
     assert tok.encode('a<|endoftext|>') == [97, 264]  # in a prompt, the special token is allowed
     assert list(tok.encode_array('<|endoftext|>')) == tok.enc.encode_ordinary('<|endoftext|>')  # in a corpus, not
-    again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta()})))
+    again = dataset.load_tokenizer(json.loads(json.dumps({'tokenizer': tok.meta(), 'vocab_size': tok.vocab_size})))
     assert again.encode(TEXT) == tok.encode(TEXT) and again.eot_token == 264
-    with pytest.raises(configurator.UsageError, match='not a tiktoken ranks file'):
+    with pytest.raises(configurator.UsageError, match='is not a byte-level BPE ranks file tiktoken can use'):
         dataset.tiktoken_from_file(write(tmp_path / 'bad.tiktoken', 'hello world\n'))
     with pytest.raises(configurator.UsageError, match='not found'):
         dataset.tiktoken_from_file(str(tmp_path / 'missing.tiktoken'))
@@ -250,7 +250,7 @@ def test_bad_inputs_exit_with_one_line_and_write_nothing(tmp_path, case):
         'too small': ([f"--input={write(tmp_path / 'small.txt', 'hello')}", '--val_fraction=0.01'], 'too small'),
         'tiny shards': (['--shard_tokens=1'], 'shard_tokens=1 must be between 65,536'),  # not 400k files
         'bad ranks': ([f"--input={write(tmp_path / 'c.txt', TEXT * 20)}",
-                       f"--tokenizer={tiny_ranks_file(tmp_path / 'r.tiktoken', drop=b'A')}"], "first: b'A'"),
+                       f"--tokenizer={tiny_ranks_file(tmp_path / 'r.tiktoken', drop=b'A')}"], "every one of the 256 bytes"),
     }[case]
     r = run_cli(args + [f'--out_dir={out}'], cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ''
@@ -387,14 +387,17 @@ def test_shakespeare_offline_and_from_its_cache(tmp_path, monkeypatch):
     assert dataset.read_meta('data/shakespeare_char')['source']['name'] == 'shakespeare'
 
 
-def test_ranks_file_without_every_byte_is_one_line(tmp_path):
-    """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack."""
-    with pytest.raises(configurator.UsageError, match=r"lacks 1 of the 256 single-byte tokens \(the first: b'\\n'\)"):
-        dataset.tiktoken_from_file(tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'))
+def test_ranks_file_without_every_byte_or_with_a_rank_twice_is_one_line(tmp_path):
+    """tiktoken panics (a PanicException, which is no Exception) on text with a byte the ranks lack: refused
+    when the file is read, as is a file giving two tokens one rank; one line naming the file."""
     dup = write(tmp_path / 'dup.tiktoken', open(tiny_ranks_file(tmp_path / 'b.tiktoken'), 'rb').read()
                 + base64.b64encode(b'xyz') + b' 300\n' + base64.b64encode(b'xy') + b' 300\n')
-    with pytest.raises(configurator.UsageError, match='same rank'):
-        dataset.tiktoken_from_file(dup)
+    for path in (tiny_ranks_file(tmp_path / 'a.tiktoken', drop=b'\n'), dup):
+        with pytest.raises(configurator.UsageError, match=rf"^'{re.escape(path)}' is not a byte-level BPE ranks file "
+                                                          r"tiktoken can use \(lines of 'base64-token rank', every "
+                                                          r"one of the 256 bytes among them, each rank once\); pass "
+                                                          r"prepare.py a good --tokenizer=FILE$"):
+            dataset.tiktoken_from_file(path)
 
 
 def files(folder):

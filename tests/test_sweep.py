@@ -665,17 +665,17 @@ def test_wsd_branches_equal_straight_runs_and_share_one_constant_lr_run(tiny_dat
 # -----------------------------------------------------------------------------
 # a sweep that cannot mislead: matched parameters, curves, edges, its own runs
 
-def test_a_match_that_cannot_come_within_one_percent_is_an_error_naming_where_it_can():
+def test_a_match_that_cannot_come_within_one_percent_is_an_error_saying_which_way_to_go():
     """gMLP at 2x64 with a 256-byte context: its 256 x 256 spatial weights per layer outweigh the GPT-2
-    block it is matched to (+13%); the error says so and names a shape that matches."""
+    block it is matched to (+13%); the error says so and which way a shape matches (wider, shorter)."""
     from model import GPTConfig, count_params, matched_width
     cfg = GPTConfig(n_layer=2, n_embd=64, n_head=2, block_size=256, vocab_size=256, block='gmlp', pos_emb='none',
                     match_params='gpt', bias=False)
     with pytest.raises(ValueError, match=r"gmlp cannot come within 1% of the GPT-2 block's 131,392 parameters at "
-                                         r"n_layer=2, n_embd=64, block_size=256 \(closest: 148,546, \+13%\); it can "
-                                         r"at n_embd=96 or block_size=128"):
+                                         r"n_layer=2, n_embd=64, block_size=256 \(closest: 148,546, \+13%\); a wider "
+                                         r"n_embd or a shorter block_size comes closer, or set match_params=''"):
         matched_width(cfg)
-    for shape in (dict(n_embd=96, n_head=3), dict(block_size=128)):  # the shapes it names do match
+    for shape in (dict(n_embd=96, n_head=3), dict(block_size=128)):  # wider, or shorter: they match
         ok = GPTConfig(**{**vars(cfg), **shape})
         gpt = GPTConfig(**{**vars(ok), 'block': 'transformer', 'pos_emb': 'learned', 'match_params': ''})
         assert abs(count_params(ok) / count_params(gpt) - 1) <= 0.01
@@ -1201,6 +1201,23 @@ def test_a_mark_tests_every_inequality_it_claims():
     assert mark.startswith('halves; ') and '(unresolved)' not in mark, mark
     a, b = [0.10, 0.11, 0.12], [0.40, 0.43, 0.45]  # a doubling, every inequality resolved
     assert report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)[0].startswith('doubles; ')
+
+
+@pytest.mark.parametrize('paired', [True, False])
+def test_a_flip_is_relabelled_a_halving_only_as_the_definition_allows(paired):
+    """A flip is called a resolved halving only from a resolved a, to a b whose means hold |b| < |a|/2
+    (2b - a and 2b + a resolved on opposite sides of 0): a = -0.04 ± 0.29 to b = +0.50 ± 0.05 has 2b - a and
+    2b + a both resolved, on one side: a flip, unresolved; a collapse from an unresolved a is no resolved
+    halving either."""
+    def row(by_seed):
+        mean, half, _ = stats.interval(list(by_seed))
+        return {'vs_gpt': mean, 'vs_gpt_half': half, 'vs_gpt_by_seed': dict(enumerate(by_seed, 1))}
+    a, b = [-0.10, -0.06, 0.04], [0.48, 0.50, 0.52]  # a = -0.04 ± 0.29 (its sign unknown), b = +0.50 ± 0.05
+    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
+    assert mark.startswith('flips (unresolved); '), mark
+    a, b = [0.05, 0.35, -0.10], [0.005, -0.004, 0.001]  # a unresolved, b about zero
+    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
+    assert '(unresolved)' in mark, mark
 
 
 def test_every_number_in_the_conclusions_prose_is_computed_from_the_records():

@@ -429,7 +429,7 @@ def test_resume_from_a_foreign_checkpoint_is_one_line(data_dir, tmp_path):
     for key in ('tokens_seen', 'rng', 'scaler'):
         del ckpt[key]
     torch.save(ckpt, tmp_path / 'ckpt.pt')
-    with pytest.raises(UsageError, match='has no scaler, tokens_seen, rng: it was not written by this train.py'):
+    with pytest.raises(UsageError, match='ckpt.pt cannot resume here: it was not written by this train.py, or is corrupt'):
         run(data_dir, tmp_path, '--init_from=resume')
     model = GPT.from_checkpoint(ckpt)  # sample.py still reads it: the prefixes are stripped
     assert model.get_num_params() > 0
@@ -732,22 +732,3 @@ def test_compiling_says_so_before_it_starts(data_dir, capsys):
     assert 'compiling' not in capsys.readouterr().out  # without compile: nothing
 
 
-def test_a_compile_broken_by_its_cache_is_one_line_naming_the_folder(capsys):
-    """A compile stopped part-way can leave torch.compile's cache cut short, and torch may then fail
-    outright (a dynamo or inductor exception): in any script, one line naming the cache folder to
-    remove, exit 2."""
-    import configurator
-    from torch._dynamo.exc import TorchDynamoException
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    def broken(argv):
-        raise TorchDynamoException("backend='inductor' raised:\nAttributeError: module 'c3k' has no attribute "
-                                   "'call'\n\nSet TORCHDYNAMO_VERBOSE=1")
-    with pytest.raises(SystemExit) as e:
-        configurator.run_main(broken)
-    assert e.value.code == 2
-    assert capsys.readouterr().err == (
-        f"error: torch.compile failed (AttributeError: module 'c3k' has no attribute 'call'); a compile stopped "
-        f"part-way can leave its cache cut short: remove {cache_dir()} and rerun, or leave out --compile\n")
-    with pytest.raises(ValueError):  # any other exception is not reworded
-        configurator.run_main(lambda argv: int('x'))
