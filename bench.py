@@ -160,7 +160,7 @@ def speed_row(path, bench, overrides):
                ms_per_iter=dt * 1000, ms_min=min(times) * 1000, ms_max=max(times) * 1000,
                ms_range=ms_range, tokens_per_s=tokens_per_s,
                flops_per_token=model.flops_per_token(), peak_mem_mb=peak_mem / 2 ** 20,
-               mfu=model.estimate_mfu(tokens_per_s, peak) if peak else None,
+               mfu=model.estimate_mfu(tokens_per_s, peak),
                setup=setup_text(cfg, device, dtype))
     if bench.decode_tokens:  # 1 prompt token, greedy, batch 1: cached, uncached, captured
         if bench.decode_block_size:
@@ -255,7 +255,7 @@ def side_by_side(bench, overrides):
         params = sum(p.numel() for p in models[name][1].parameters())  # a tied weight once
         rows.append(dict(config=name, params=params, ms_per_iter=dt * 1000, ms_range=ms_range,
                          tokens_per_s=cfg.batch_size * T / dt, flops_per_token=fpt,
-                         mfu=fpt * cfg.batch_size * T / dt / peak if peak else None))
+                         mfu=models['ours (gpt)'][1].estimate_mfu(cfg.batch_size * T / dt, peak)))
     ratio = rows[0]['tokens_per_s'] / rows[1]['tokens_per_s']
     if abs(rows[1]['params'] / rows[0]['params'] - 1) > 0.01:
         print(f"note: the reference has {rows[1]['params']:,} parameters, ours "

@@ -38,11 +38,8 @@ import hashlib
 import itertools
 import json
 import math
-import multiprocessing
 import sys
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -58,7 +55,6 @@ from train import TrainConfig, train_step
 
 FILLER = 0  # the pad token between queries; never a key or a value
 VIEWS = ('mixer', 'block')
-STOP = threading.Event()  # set when probe.py is stopped: a cell running in this process ends
 
 
 @dataclass
@@ -80,7 +76,6 @@ class ProbeConfig:
     eval_seqs: int = 512       # held-out sequences per cell, the same ones every evaluation
     stop_acc: float = 0.99     # a run stops early, and the cell counts as solved, at this accuracy
     seed: int = 0              # sets the init, the training sequences and the held-out set
-    jobs: int = 2              # runs at once, one thread each (1: in this process, every thread)
     results: str = ''          # JSON lines; '' = out-probe/results.jsonl (quick.jsonl with --quick)
     png: str = ''              # the plot; '' = the results file's name with .png
     replot: bool = False       # table and PNG from the results file only, no training
@@ -88,7 +83,7 @@ class ProbeConfig:
     full: bool = False         # Zoology's grid: both views, T=64,256, N=4,16,64, d=64,128
 
     def __post_init__(self):
-        require(self, 'n_layer head_size batch_size eval_interval eval_seqs jobs', lambda v: v >= 1,
+        require(self, 'n_layer head_size batch_size eval_interval eval_seqs', lambda v: v >= 1,
                 "must be at least 1")
         require(self, 'vocab_size', lambda v: v >= 6,
                 "is too small: it holds FILLER, keys and values")
@@ -199,60 +194,53 @@ def run_key(probe, args, *, view, T, N, lr):
                 eval_interval=probe.eval_interval, eval_seqs=probe.eval_seqs)
 
 
-def train_run(args, probe, key, threads=None, log=False):
-    """Train one run and return its results record (None if probe.py was stopped). threads=None
-    leaves torch's thread count as it is; log: a stderr line at each evaluation."""
-    threads_before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        t0, cpu0 = time.time(), time.process_time()
-        steps, lr = key['steps'], key['lr']
-        cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps,
-                             'lr_decay_iters': steps, 'weight_decay': probe.weight_decay,
-                             'warmup_iters': int(probe.warmup_frac * steps), 'seed': probe.seed})
-        torch.manual_seed(probe.seed)
-        model = GPT(GPTConfig(**args))
-        optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
-        data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
-        X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
-        X, Y = batch_at(probe.seed, 0, 0, batch=probe.batch_size, **data)
-        scaler = torch.amp.GradScaler('cpu', enabled=False)  # (float32: no loss scaling)
-        curve, step = [], 0
-        while True:
-            if step % probe.eval_interval == 0 or step == steps:
-                model.eval()
-                with torch.no_grad():
-                    logits, loss = model(X_val, Y_val)
-                model.train()
-                acc, loss = accuracy(logits, Y_val), loss.item()
-                curve.append([step, acc, loss])
-                if log:
-                    print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step "
-                          f"{step}: held-out acc {acc:.3f}, loss {loss:.3f} "
-                          f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
-                if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
-                    break
-            if STOP.is_set():  # probe.py was stopped: this run is not recorded
-                return None
-            for group in optimizer.param_groups:
-                group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
-            _, (X, Y) = train_step(model, optimizer, scaler, contextlib.nullcontext(), X, Y,
-                                   lambda m: batch_at(probe.seed, 0, step + 1,
-                                                      batch=probe.batch_size, **data),
-                                   grad_clip=cfg.grad_clip)  # train.py's step
-            step += 1
-        solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
-        return dict(kind='probe', key=key, **key, acc=curve[-1][1],
-                    best_acc=max(c[1] for c in curve), solved=solved_at is not None,
-                    solved_at=solved_at, steps_run=step, seconds=time.time() - t0,
-                    cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(),
-                    **{k: args[k] for k in ('block', 'attn', 'ffn', 'pos_emb')}, curve=curve,
-                    acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']),
-                    date=time.strftime('%Y-%m-%d'),
-                    machine=f"{machine('cpu')}, {torch.get_num_threads()} thread(s)")
-    finally:
-        torch.set_num_threads(threads_before)  # in this process (jobs=1, tests): as it was
+def train_run(args, probe, key, stopper=()):
+    """Train one run and return its results record (None once `stopper` turned true: stopped), a
+    line at each evaluation."""
+    t0, cpu0 = time.time(), time.process_time()
+    steps, lr = key['steps'], key['lr']
+    cfg = TrainConfig(**{**args, 'learning_rate': lr, 'min_lr': lr / 10, 'max_iters': steps,
+                         'lr_decay_iters': steps, 'weight_decay': probe.weight_decay,
+                         'warmup_iters': int(probe.warmup_frac * steps), 'seed': probe.seed})
+    torch.manual_seed(probe.seed)
+    model = GPT(GPTConfig(**args))
+    optimizer = model.configure_optimizers(cfg.weight_decay, lr, (cfg.beta1, cfg.beta2), 'cpu')
+    data = dict(T=key['T'], n_pairs=key['N'], vocab=probe.vocab_size)
+    X_val, Y_val = batch_at(probe.seed, 1, batch=probe.eval_seqs, **data)  # the held-out set
+    X, Y = batch_at(probe.seed, 0, 0, batch=probe.batch_size, **data)
+    scaler = torch.amp.GradScaler('cpu', enabled=False)  # (float32: no loss scaling)
+    curve, step = [], 0
+    while True:
+        if step % probe.eval_interval == 0 or step == steps:
+            model.eval()
+            with torch.no_grad():
+                logits, loss = model(X_val, Y_val)
+            model.train()
+            acc, loss = accuracy(logits, Y_val), loss.item()
+            curve.append([step, acc, loss])
+            print(f"  {key['view']} {args['block']} {args['attn']} {args['ffn']} step "
+                      f"{step}: held-out acc {acc:.3f}, loss {loss:.3f} "
+                      f"({duration(time.time() - t0)})", file=sys.stderr, flush=True)
+            if acc >= probe.stop_acc or step == steps or not math.isfinite(loss):
+                break
+        if stopper:  # probe.py was stopped: this run is not recorded
+            return None
+        for group in optimizer.param_groups:
+            group['lr'] = cfg.lr_at(step)  # train.py's warmup + cosine
+        _, (X, Y) = train_step(model, optimizer, scaler, contextlib.nullcontext(), X, Y,
+                               lambda m: batch_at(probe.seed, 0, step + 1,
+                                                  batch=probe.batch_size, **data),
+                               grad_clip=cfg.grad_clip)  # train.py's step
+        step += 1
+    solved_at = next((s for s, a, _ in curve if a >= probe.stop_acc), None)
+    return dict(kind='probe', key=key, **key, acc=curve[-1][1],
+                best_acc=max(c[1] for c in curve), solved=solved_at is not None,
+                solved_at=solved_at, steps_run=step, seconds=time.time() - t0,
+                cpu_seconds=time.process_time() - cpu0, params=model.get_num_params(),
+                **{k: args[k] for k in ('block', 'attn', 'ffn', 'pos_emb')}, curve=curve,
+                acc_by_distance=accuracy_by_distance(logits, X_val, Y_val, key['N']),
+                date=time.strftime('%Y-%m-%d'),
+                machine=f"{machine('cpu')}, {torch.get_num_threads()} thread(s)")
 
 
 # -----------------------------------------------------------------------------
@@ -281,69 +269,29 @@ def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
     return todo, len(cells) - len(todo)
 
 
-def cost(key):
-    """Relative cost of a full run: steps x batch x T (tokens), x width."""
-    return key['steps'] * key['batch'] * key['T'] * key['width']
-
-
-def run_grid(probe, todo, stopper=None):
-    """Run every planned cell, `jobs` at a time: its learning rates in turn, the next one only while
-    none so far reached stop_acc. Returns (runs recorded, cells cut short): a signal to `stopper`
-    cuts the running cells short (they start over on a rerun) and starts no more."""
-    t_start, n_runs, work_done = time.time(), 0, 0.0
-    queue, pending = list(todo), {}  # future -> (cell plan, index of its key)
-    # jobs > 1: worker processes of one thread each, deaf to a terminal's Ctrl-C (this process
-    # stops them); jobs = 1: in this process (no start-up), every thread
-    pool = (ProcessPoolExecutor(max_workers=probe.jobs,
-                                mp_context=multiprocessing.get_context('spawn'),
-                                initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
-            if probe.jobs > 1 else ThreadPoolExecutor(max_workers=1))
-    try:
-        while (queue or pending) and not stopper:
-            while queue and len(pending) < probe.jobs:
-                item = queue.pop(0)
-                pending[submit(pool, probe, item, 0)] = (item, 0)
-            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in [f for f in finished if not stopper]:
-                item, i = pending.pop(fut)
-                names = sorted(item[3], key=arch_key)
-                record = {**fut.result(), 'configs': names, 'config': names[0],
-                          'command': ' '.join(['python', 'probe.py', *sys.argv[1:]])}
-                append_record(probe.results, record, kept='nothing else: the run')
-                k = record['key']
-                n_runs += 1
-                work_done += cost(k) * record['steps_run'] / record['steps']
-                if not record['solved'] and i + 1 < len(item[1]):  # the cell's next learning rate
-                    pending[submit(pool, probe, item, i + 1)] = (item, i + 1)
-                left = (sum(cost(it[1][0]) for it in queue)
-                        + sum(cost(it[1][j]) for it, j in pending.values()))
-                eta = left / max(work_done / max(time.time() - t_start, 1e-9), 1e-9)
-                print(f"[{n_runs} runs, {len(queue) + len(pending)} cells left] {k['view']} "
-                      f"{','.join(names)} d{k['width']} T{k['T']} N{k['N']} lr {k['lr']:g}: acc "
-                      f"{record['acc']:.3f} at step {record['steps_run']}/{k['steps']} "
-                      f"({duration(record['seconds'])}); elapsed {duration(time.time() - t_start)},"
-                      f" ETA ~{duration(eta)} at most", file=sys.stderr, flush=True)
-    finally:
-        if stopper:  # the running cells have nothing to save: stopped now, not waited for
-            STOP.set()  # (a cell in this process stops at its next step)
-            for proc in list(getattr(pool, '_processes', {}).values()):
-                proc.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
-        STOP.clear()
-    return n_runs, len(pending)
-
-
-def submit(pool, probe, item, i):
-    one = probe.jobs > 1  # worker processes: one thread each, quiet; else every thread, a log line
-    # a worker started here inherits SIGINT blocked: a Ctrl-C during its start-up (before its
-    # initializer ignores it) cannot end it in a traceback; this process takes it once unmasked
-    blocks = one and hasattr(signal, 'pthread_sigmask')
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
-    try:
-        return pool.submit(train_run, item[2], probe, item[1][i], 1 if one else None, not one)
-    finally:
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+def run_grid(probe, todo, stopper):
+    """Run every planned cell in turn, in this process: its learning rates in turn, the next one only
+    while none so far reached stop_acc. Returns (runs recorded, cells cut short): a signal to
+    `stopper` stops the running cell at its next step (a rerun starts it over), and the grid."""
+    t_start, n_runs = time.time(), 0
+    for done, (_, keys, args, configs) in enumerate(todo):
+        names = sorted(configs, key=arch_key)
+        for key in keys:
+            record = None if stopper else train_run(args, probe, key, stopper)
+            if record is None:  # stopped
+                return n_runs, len(todo) - done
+            record.update(configs=names, config=names[0],
+                          command=' '.join(['python', 'probe.py', *sys.argv[1:]]))
+            append_record(probe.results, record, kept='nothing else: the run')
+            n_runs += 1
+            print(f"[{n_runs} runs, {len(todo) - done - 1} cells left] {key['view']} "
+                  f"{','.join(names)} d{key['width']} T{key['T']} N{key['N']} lr {key['lr']:g}: "
+                  f"acc {record['acc']:.3f} at step {record['steps_run']}/{key['steps']} "
+                  f"({duration(record['seconds'])}); elapsed {duration(time.time() - t_start)}",
+                  file=sys.stderr, flush=True)
+            if record['solved']:  # its later learning rates are not tried
+                break
+    return n_runs, 0
 
 
 # -----------------------------------------------------------------------------
@@ -441,7 +389,7 @@ def main(argv):
     paths = config_paths(probe.configs)
     widths, seq_lens, pairs = (numbers(k, getattr(probe, k), int)
                                for k in ('widths', 'seq_lens', 'pairs'))
-    lrs = numbers('learning_rate', probe.learning_rate, float)
+    lrs = list(dict.fromkeys(numbers('learning_rate', probe.learning_rate, float)))  # each once
     if not probe.replot:
         if any(w % probe.head_size for w in widths):  # attention: width // head_size heads
             fits = [h for h in range(1, min(widths) + 1) if all(w % h == 0 for w in widths)]
@@ -459,11 +407,11 @@ def main(argv):
         todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)
         steps = ', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)
         print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} "
-              f"learning rates each, {probe.jobs} at a time; steps per cell by the emergence law: "
+              f"learning rates each, one at a time; steps per cell by the emergence law: "
               f"{steps}", file=sys.stderr, flush=True)
         t0 = time.time()
-        with Signals("stopping: the running cells stop (a rerun starts them over), none more "
-                     "starts; the finished ones are kept", forward=True) as stopper:
+        with Signals("stopping: the running cell stops (a rerun starts it over), none more "
+                     "starts; the finished ones are kept") as stopper:
             n, cut = run_grid(probe, todo, stopper)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
         if stopper:

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from configurator import (UsageError, config_not_found, json_object, nearest,
+from configurator import (UsageError, config_not_found, json_object, nearest, read_jsonl,
                           read_log as read_log_rows, regular_file, write_error)
 from dataset import describe_data
 from guards import resolve_device
@@ -137,7 +137,7 @@ FIELD_CHECKS = {
               **dict.fromkeys(('hellaswag_acc_norm', 'hellaswag_acc'),
                               lambda v: v is None or finite(v) and 0 <= v <= 1),
               'schedule': lambda v: v in ('cosine', 'wsd', 'constant'),
-              'corpus': lambda v: isinstance(v, str), 'val_set': lambda v: isinstance(v, str),
+              **dict.fromkeys(('corpus', 'val_set', 'machine'), lambda v: isinstance(v, str)),
               'val_batches': lambda v: v is None or (isinstance(v, list) and all(map(finite, v))),
               'curve': lambda v: isinstance(v, list) and all(
                   isinstance(p, list) and len(p) == 5 and finite(p[1]) and finite(p[4])
@@ -146,6 +146,7 @@ FIELD_CHECKS = {
               'lr': lambda v: finite(v) and v > 0, **dict.fromkeys(('width', 'T', 'N'), count),
               'steps_run': lambda v: count(v) or v == 0, 'params': count,
               'solved_at': lambda v: v is None or finite(v),
+              **dict.fromkeys(('view', 'machine'), lambda v: isinstance(v, str)),
               'curve': lambda v: isinstance(v, list) and all(
                   isinstance(p, list) and len(p) == 3 and all(map(finite, p)) for p in v)},
 }
@@ -173,29 +174,22 @@ def read_many(paths):
 
 
 def read_results(path, kind='sweep'):
-    """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Said once and
-    skipped: a last line cut short (the next append sets it aside), a record with a broken field, a
-    run's second record. Any other line that is not a record is a UsageError naming it."""
+    """The records of a results file of `kind` ('sweep' or 'probe'); no file: none. Skipped: a last
+    line cut short (read_jsonl's rule; the next append sets it aside); said once and skipped: a
+    record with a broken field, a run's second record. Any other line that is not a record is a
+    UsageError naming it."""
     if os.path.exists(path):
         regular_file(path, '--results')  # a folder, or /dev/zero and a pipe, which may never end
     try:
-        with open(path, 'rb') as f:
-            lines = f.read().splitlines(keepends=True)
+        lines = read_jsonl(path)
     except FileNotFoundError:
         return []
     except OSError as e:
         raise UsageError(f"cannot read {path!r} ({e.strerror})") from None
     records, seen, twice = [], {}, []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        r = json_object(line)
+    for n, r in lines:
         why = ('not JSON' if r is None else f"a {r['kind']} record" if r.get('kind', kind) != kind
                else next((f"it lacks {k!r}" for k in ('key', *KINDS[kind]) if k not in r), None))
-        if why and n == len(lines) and not line.endswith(b'\n'):
-            say_once(f"{path} line {n} is cut short (a writer killed mid-line): skipped; the next "
-                     f"record appended moves it to {path}.partial")
-            continue
         if why:
             raise UsageError(f"{path} line {n} is not a {kind} results record ({why}); pass a "
                              f"results file {kind}.py wrote, or delete that line")

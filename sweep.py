@@ -53,7 +53,7 @@ from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from report import markdown_table, plot_runs, sweep_report
-from stats import (ARCH, BUDGET, DEFAULTS, RUN_COLUMNS, SHAPE, append_record, best_lr,
+from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr,
                    check_writable, config_paths, differing, keys_given, numbers, read_results,
                    record_of, run_id, run_summary, setting, split_flags, tuned_lrs)
 from train import TrainConfig
@@ -271,17 +271,14 @@ def learning_rates(sweep, records, first):
         budget = max(values) if kind == 'max_iters' else None
         best = (tuned_lrs(same, size, schedule=schedule, budget=budget).get(key['config'])
                 or tuned_lrs(same, size, schedule=schedule).get(key['config']))  # any budget
-        if best is None:  # the nearest setting the file holds: what differs, and how to ask for it
-            near = sorted((setting(r, drop) for r in records if r['config'] == key['config']),
-                          key=lambda s: len(differing([s, want])))
-            diff = near and differing([near[0], want])
-            ran, asked = ({k: s.get(k, DEFAULTS.get(k)) for k in diff or ()} for s in (near[0], want))
-            how = '; '.join(f"it ran {k}={ran[k]!r} (this sweep: {asked[k]!r}): "
-                            + TUNE_HINTS.get(k, f"pass --{k}={ran[k]}") for k in diff or ())
+        if best is None:  # said with the settings its runs of that config differ in, if any
+            diff = sorted({k for r in records if r['config'] == key['config']
+                           for k in differing([setting(r, drop), want])})
             raise UsageError(f"--learning_rate=tuned: the results file has no finished runs of "
-                             f"{key['config']} with this sweep's setting to tune from; "
-                             + (f"{how}" if how else "run an lr grid first (--learning_rate=5e-4,"
-                                "1e-3,2e-3)"))
+                             f"{key['config']} with this sweep's setting to tune from"
+                             + (f" (those it has differ in {', '.join(diff)})" if diff else "")
+                             + "; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3), or pass "
+                             "the setting of the runs to tune from")
         print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of "
               f"{len(same)} record(s) of this setting at {sorted({r['size'] for r in same})}",
               file=sys.stderr)
@@ -292,12 +289,6 @@ def learning_rates(sweep, records, first):
     if not sweep.learning_rate:
         return [0.0]  # the config's own
     return list(dict.fromkeys(numbers('learning_rate', sweep.learning_rate, float)))  # each once
-
-
-# how to ask for a setting of a tuned grid that is not a train.py key
-TUNE_HINTS = {'threads': "a CPU run's sums change with its thread count, cores / --jobs",
-              'data': "its data_dir held other data (prepare it again, or pass its --data_dir)",
-              'hellaswag': "pass the --hellaswag items and --hellaswag_limit it ran with"}
 
 
 def plan_sweep(sweep, paths, overrides, records):

@@ -134,7 +134,7 @@ def test_two_layer_attention_alone_solves_an_easy_setting():
     0.99 held-out accuracy at T=32, N=4 within the test's budget: the probe can be passed."""
     p = probe.ProbeConfig(vocab_size=32, batch_size=128, budget=0.3, eval_interval=50, eval_seqs=256)
     args = probe.model_args(stats.config_paths(['gpt'])[0], p, view='mixer', width=64, T=32)
-    r = probe.train_run(args, p, probe.run_key(p, args, view='mixer', T=32, N=4, lr=3e-3), 1)
+    r = probe.train_run(args, p, probe.run_key(p, args, view='mixer', T=32, N=4, lr=3e-3))
     assert r['solved'] and r['acc'] >= 0.99, r['curve']
     assert r['curve'][0][1] < 0.2  # learned, not given: about 1/16 (or less) at init
     assert sum(n for *_, n in r['acc_by_distance']) == 256 * 4  # every answer, by how far back its key was
@@ -215,7 +215,8 @@ def test_replot_skips_a_hand_edited_record_with_a_line_naming_it(tmp_path, capsy
     line naming the file, the line and the field; never a traceback."""
     p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'))
     stats.append_record(p.results, fake_record(p, 'gpt', 64, 64, 4, 1e-3, 0.5))
-    edits = [('T', 'x'), ('curve', 'x'), ('curve', [[0, 'x', 1.0]]), ('acc', 1e308), ('width', 0), ('solved_at', 'x')]
+    edits = [('T', 'x'), ('curve', 'x'), ('curve', [[0, 'x', 1.0]]), ('acc', 1e308), ('width', 0), ('solved_at', 'x'),
+             ('view', 3), ('machine', ['x'])]
     for field, value in edits:
         stats.append_record(p.results, {**fake_record(p, 'gmlp', 64, 64, 4, 1e-3, 0.25), field: value})
     rows = probe.main([f'--results={p.results}', f'--png={tmp_path / "r.png"}', '--replot'])
@@ -226,23 +227,23 @@ def test_replot_skips_a_hand_edited_record_with_a_line_naming_it(tmp_path, capsy
 
 
 def test_rerun_skips_finished_runs_and_tries_the_next_lr_only_when_unsolved(tmp_path, monkeypatch):
-    p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'), jobs=1)
+    p = probe.ProbeConfig(results=str(tmp_path / 'r.jsonl'))
     paths = stats.config_paths(['gpt', 'gmlp'])
     calls = []
 
-    def fake_train_run(args, probe_, key, threads=None, log=False):
+    def fake_train_run(args, probe_, key, stopper=()):
         name = 'gpt' if args['block'] == 'transformer' else 'gmlp'
         calls.append((name, key['lr']))
         return fake_record(probe_, name, key['width'], key['T'], key['N'], key['lr'], 1.0 if name == 'gpt' else 0.3)
 
     monkeypatch.setattr(probe, 'train_run', fake_train_run)
     grid = (paths, [64], [64], [4])
-    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3])[0]) == (3, 0)  # (runs, cells cut short)
+    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3])[0], ()) == (3, 0)  # (runs, cells cut short)
     assert sorted(calls) == [('gmlp', 1e-3), ('gmlp', 3e-3), ('gpt', 3e-3)]  # gpt solved at its first lr
     calls.clear()
     assert probe.plan(p, *grid, [3e-3, 1e-3]) == ([], 2) and calls == []  # everything is in the file
     # a new lr in the grid runs only for the unsolved cell
-    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3, 1e-2])[0]) == (1, 0) and calls == [('gmlp', 1e-2)]
+    assert probe.run_grid(p, probe.plan(p, *grid, [3e-3, 1e-3, 1e-2])[0], ()) == (1, 0) and calls == [('gmlp', 1e-2)]
 
 
 def test_quick_in_a_fresh_clone_trains_its_cells_and_leaves_git_clean(tmp_path):
@@ -261,11 +262,11 @@ def test_quick_in_a_fresh_clone_trains_its_cells_and_leaves_git_clean(tmp_path):
     assert subprocess.run(['git', 'status', '--porcelain'], cwd=clone, capture_output=True, text=True).stdout == ''
 
 
-def test_ctrl_c_keeps_finished_runs_stops_the_cells_and_a_rerun_continues(tmp_path):
-    """The running cells are cut short (they have nothing to save) and no worker process is left; every
-    run recorded before stays; the printed command continues, skipping them."""
+def test_ctrl_c_keeps_finished_runs_stops_the_cell_and_a_rerun_continues(tmp_path):
+    """The running cell is cut short at its next step (it has nothing to save) and no process is left;
+    every run recorded before stays; the printed command continues, skipping them."""
     results = tmp_path / 'r.jsonl'
-    cmd = [sys.executable, 'probe.py', '--quick', f'--results={results}', '--jobs=2']
+    cmd = [sys.executable, 'probe.py', '--quick', f'--results={results}']
     proc = subprocess.Popen([*cmd, '--budget=2'], cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     time.sleep(6)  # inside the first cells (each takes longer at budget 2)
@@ -273,7 +274,7 @@ def test_ctrl_c_keeps_finished_runs_stops_the_cells_and_a_rerun_continues(tmp_pa
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130, err
     assert 'cell(s) cut short; continue with: python probe.py' in err and 'Traceback' not in err
-    for _ in range(50):  # none left (multiprocessing's resource tracker ends once it reads that its parent did)
+    for _ in range(50):  # none left
         left = subprocess.run(['pgrep', '-g', str(proc.pid)], capture_output=True, text=True).stdout
         if not left:
             break
