@@ -93,6 +93,8 @@ def require(cfg, names, ok, must):
 def exec_config_file(path):
     """The names a plain-Python config file assigns (not modules, functions, _private names). Its
     folder, then configs/, are importable while it runs: `from _recipe import *` works anywhere."""
+    if os.path.isdir(path):
+        raise UsageError(f"config file {path!r} is a folder; name a config file (configs/*.py)")
     if not os.path.isfile(path):
         raise config_not_found(path)
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))

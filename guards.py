@@ -206,6 +206,10 @@ def lock_run_dir(out_dir):
         for name in RUN_FILES:  # what a run renames over: only its own files
             regular_file(os.path.join(out_dir, name), "a run's file", output=True,
                          fix='move it away, or pass another --out_dir')
+        prev = os.path.join(out_dir, 'prev')
+        if os.path.lexists(prev) and not os.path.isdir(prev):  # (where the run before goes)
+            raise UsageError(f"{prev} is not a folder: train.py keeps the run before a scratch "
+                             "start there; move it away, or pass another --out_dir")
         names = os.listdir(out_dir)
         for name in names:
             temp = re.fullmatch(r'(ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp(\d+))+', name)

@@ -147,8 +147,8 @@ def main(argv):
     procs = Distributed()  # one process, or torchrun's: each scores every world-th item
     device = procs.device(resolve_device(cfg.device))
     dtype = resolve_dtype(cfg.dtype, torch.device(device).type)
-    if cfg.json:  # an output that is a device or a pipe is refused now, not replaced later
-        regular_file(cfg.json, '--json', output=True)
+    out = cfg.json or os.path.join(cfg.out_dir, f"eval_{cfg.task}.json")  # before any work:
+    regular_file(out, '--json', output=True)  # a device or a pipe is refused now, never replaced
     if not cfg.input:  # a run to score exists before any download (a named --input: checked first)
         checkpoint_path(cfg.out_dir, verb=None)
     path = items_file(cfg) if procs.master else None
@@ -170,7 +170,6 @@ def main(argv):
                   limit=cfg.limit,
                   seconds=time.time() - t0, device=device, dtype=dtype)
     if procs.master:
-        out = cfg.json or os.path.join(os.path.dirname(ckpt_path), f"eval_{cfg.task}.json")
         atomic_write(out, lambda f: f.write(json.dumps(result, indent=1).encode()))
         print(f"{cfg.task}: acc_norm {result['acc_norm']:.4f}, acc {result['acc']:.4f} on "
               f"{result['n']:,} items ({ckpt_path}, iter {result['iter']}; chance 0.25) in "

@@ -415,9 +415,13 @@ def fetch_fineweb(out_dir, train_shards, command, t0):
                                 endpoint=os.environ.get('HF_ENDPOINT') or None)
             except Exception as e:  # no network, HTTP errors, a full disk, ...: one line
                 detail = str(e).splitlines()[0][:160] if str(e) else 'no detail'
+                gone = any(getattr(getattr(c, 'response', None), 'status_code', None) == 404
+                           for c in (e, e.__cause__, e.__context__))  # (found, or from a cache)
                 raise UsageError(f"could not download {name} from {FINEWEB['repo']} "
-                                 f"({type(e).__name__}: {detail}); rerun to go on (HF_ENDPOINT=... "
-                                 "names a mirror)") from None
+                                 f"({type(e).__name__}: {detail}); " + (
+                                     "it is not there (404): check HF_ENDPOINT, or the repository"
+                                     if gone else "rerun to go on (HF_ENDPOINT=... names a mirror)")
+                                 ) from None
             why = fineweb_problem(path)
             if why:  # a corrupt download never counts: removed, so a rerun fetches it again
                 os.remove(path)

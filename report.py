@@ -12,7 +12,7 @@ import re
 import sys
 import textwrap
 
-from configurator import UsageError, atomic_write
+from configurator import UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, card,
                    choose_lr, compute_multiplier, differing, frontier, groups, holds_zero,
@@ -195,7 +195,8 @@ def name_apart(rows):
 
 def shown(s, fields):
     """`fields` of setting `s` as a label shows them: 'device=cpu, dropout=0.1'."""
-    return ', '.join(f"{k}={s.get(k, DEFAULTS.get(k, '–'))}" for k in fields)
+    return ', '.join(f"{k}={s.get(k, DEFAULTS.get(k))}" if s.get(k, DEFAULTS.get(k)) is not None
+                     else f"{k} unrecorded" for k in fields)
 
 
 SUMMARY_COLUMNS = [
@@ -341,6 +342,11 @@ def tokens_per_param(rs):
             for (v,), g in groups(rs, 'budget_value').items()}
 
 
+def per_param(x):
+    """Tokens per parameter as a column names it: 20.6; a toy run's 0.012 keeps its digits."""
+    return f"{x:.1f}" if x >= 0.095 else f"{x:.2g}"
+
+
 def eval_noise_line(rs, suffix):
     """A line under a gap table: the largest val-sample standard error of its gaps, where known."""
     ses = [r[f'eval_se{suffix}'] for r in rs if r.get(f'eval_se{suffix}') is not None]
@@ -373,8 +379,8 @@ def ends_table(rs):
                 f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
                 ' (no grid: the only lr run)' if not top[n]['grid'] else '')]
             + [vs(cell.get((n, v)), ref) for ref in refs for v in ends] for n in names]
-    return markdown_table(body, ['config', f"best lr at {tpp[ends[1]]:.1f}", *(
-        f"vs {ref} at {tpp[v]:.1f} ({unit(rs)})" for ref in refs for v in ends)])
+    return markdown_table(body, ['config', f"best lr at {per_param(tpp[ends[1]])}", *(
+        f"vs {ref} at {per_param(tpp[v])} ({unit(rs)})" for ref in refs for v in ends)])
 
 
 def regime_tables(rs):
@@ -389,7 +395,7 @@ def regime_tables(rs):
     names += sorted(set(config_of) - set(names), key=arch_key)
     rank = {(r['label'], v): i for (v,), g in groups(rs, 'budget_value').items()
             for i, r in enumerate(sorted(g, key=lambda r: r['val']), 1)}
-    head = [f"{tpp[v]:.1f} ({v:g})" for v in budgets]
+    head = [f"{per_param(tpp[v])} ({v:g})" for v in budgets]
     lines = [([n], [cell.get((n, v)) for v in budgets]) for n in names]
     out = [f"Val loss ({unit(rs)}) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
            f"tokens per parameter ({rs[0]['kind']})", '', view_table(
@@ -670,8 +676,8 @@ def sweep_report(sweep, results_path, png, only=None):
               file=sys.stderr)
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
-    say = (lambda *a: None) if sweep.json else print
-    plotted, names, headings = [], [], Headings(rows)
+    said, plots, names, headings = [], [], [], Headings(rows)  # printed and drawn at the end
+    say = (lambda *a: None) if sweep.json else said.append
     # a report on a committed results file (results/) writes nothing into the repository unless
     # --png says where (results/NAME.png to redraw the committed plots); any other: plots beside it
     results = os.path.join(HERE, 'results', '')
@@ -686,8 +692,8 @@ def sweep_report(sweep, results_path, png, only=None):
         while name in names:
             name, n = f"{stem}-{n}.png", n + 1
         names.append(name)
-        if not committed and draw(rs, name, title):
-            plotted.append(name)
+        if not committed:
+            plots.append((draw, rs, name, title))
 
     regimes = regime_groups(rows)
     for rs in regimes.values():  # does the ranking hold as training grows?
@@ -733,8 +739,13 @@ def sweep_report(sweep, results_path, png, only=None):
               "and a report writes nothing into the repository unless told where: --png=somewhere/"
               f"name.png (or --png={os.path.splitext(results_path.split(',')[0])[0]}.png to redraw "
               "the committed plots)", file=sys.stderr)
-    for p in plotted:
-        print(f"plot: {p}", file=sys.stderr)
+    for _, _, name, _ in plots:  # every output path checked before anything is printed or drawn
+        regular_file(name, '--png', output=True)
+    if said:
+        print('\n'.join(said))
+    for draw, rs, name, title in plots:
+        if draw(rs, name, title):
+            print(f"plot: {name}", file=sys.stderr)
     return rows
 
 

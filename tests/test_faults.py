@@ -915,6 +915,35 @@ def test_a_pipe_where_a_run_or_a_dataset_puts_its_files_is_refused_never_replace
         assert os.listdir(out) == [name] and stat.S_ISFIFO(os.stat(out / name).st_mode)
 
 
+def test_what_is_there_is_what_the_line_says(data_dir, tmp_path):
+    """Each misleading line of the adversarial run says what is there: a prev that is a file, a folder named
+    like a config file, the default HellaSwag output that is a FIFO (refused before any work), a report's
+    derived plot that is a FIFO (refused before any of the report is printed)."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2')
+    (out / 'prev').write_text('mine')
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(out / 'prev'))} is not a folder: train.py keeps the run "
+                                         r"before a scratch start there; move it away, or pass another --out_dir$"):
+        run(data_dir, out, '--max_iters=4')
+    assert (out / 'prev').read_text() == 'mine' and guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
+    (tmp_path / 'x.py').mkdir()
+    with pytest.raises(UsageError, match=r"config file '.*x.py' is a folder; name a config file"):
+        train.main([str(tmp_path / 'x.py')])
+    os.remove(out / 'prev')
+    os.mkfifo(out / 'eval_hellaswag.json')
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'hellaswag.py'), f'--out_dir={out}',
+                           '--url=http://127.0.0.1:9/hellaswag_val.jsonl'], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1 and 'downloading' not in proc.stderr, proc.stderr
+    assert "eval_hellaswag.json' is not a regular file" in proc.stderr
+    results = os.path.join(HERE, 'results', 'shapes_stdlib.jsonl')
+    os.mkfifo(tmp_path / 'r-3x96-wsd-regime.png')
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'sweep.py'), '--report', f'--results={results}',
+                           f'--png={tmp_path / "r.png"}'], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == '', proc.stdout[:500]  # nothing of the report printed first
+    assert "r-3x96-wsd-regime.png' is not a regular file" in proc.stderr and proc.stderr.count('\n') == 1
+
+
 def test_bare_bool_flags_resume_message_and_a_sample_of_a_tiny_temperature(data_dir, tmp_path, capsys):
     run(data_dir, tmp_path, '--max_iters=2', '--always_save_checkpoint')  # a bare bool is --key=true
     capsys.readouterr()

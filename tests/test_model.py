@@ -4,14 +4,16 @@ parameter parity, cached decoding equal to full decoding, overfitting, and confi
 """
 import contextlib
 import copy
+import glob
 import math
+import os
 from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.nn import functional as F
 
-from model import (ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
+from model import (count_flops, ATTNS, BLOCKS, FFNS, GATED, GPT, POS_EMBS, CausalConv, CausalDepthwiseConv, DecodeCache, GPTConfig,
                    Rotary, SpatialGatingUnit, count_params, ffn_width, gmlp_width, matched_width)
 
 from sample import CapturedStep, generate, sample_next, stream
@@ -24,6 +26,7 @@ COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
 MIXERS = [('transformer', 'mha', 'gelu'), ('transformer', 'mdha', 'relu2'),
           ('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')]
 VOCAB = 13
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
 
 def positions(block):
@@ -181,22 +184,21 @@ FORMULAS = {'relu': (torch.relu, False), 'gelu': (ERF_GELU, False), 'relu2': (la
             'reglu': (torch.relu, True), 'geglu': (ERF_GELU, True), 'swiglu': (lambda a: a / (1 + torch.exp(-a)), True)}
 
 
-@pytest.mark.parametrize('ffn', [f for f in FFNS if f != 'none'])
-def test_ffn_equals_its_formula(ffn):
-    """Gated: act(x W1 + b1) ⊙ (x V + c) then W2 + b2 (arXiv:2002.05202); ungated act(x W1 + b1) W2 + b2.
-    Every FFN model.py lists is checked: a new one needs its formula in FORMULAS."""
+def ffn_problem(ffn):
+    """The sentence for what is wrong with model.py's ffn against its formula in FORMULAS, or None:
+    the one cause a new FFN's other failures (a width, a count, a config's header) follow from."""
     if ffn not in FORMULAS:
-        pytest.fail(f"model.FFNS has {ffn!r} but test_model.py's FORMULAS has no formula for it: add its "
-                    f"nonlinearity there, written out from its paper, and whether it gates, so this test "
-                    f"can check model.py against it")
+        return (f"model.FFNS has {ffn!r} but test_model.py's FORMULAS has no formula for it: add its "
+                f"nonlinearity there, written out from its paper, and whether it gates, so this test "
+                f"can check model.py against it")
     formula, gated = FORMULAS[ffn]
     if ffn.endswith('glu') and not (gated and ffn in GATED):  # named a GLU (GLU Variants: *GLU)
-        pytest.fail(f"ffn={ffn!r} is named a GLU but builds no gate: a GLU multiplies act(x W1) by a "
-                    f"gate x V (arXiv:2002.05202); mark it gated in model.FFN_ACTS and in FORMULAS, or "
-                    f"give an ungated FFN a name that is not a GLU's")
+        return (f"ffn={ffn!r} is named a GLU but builds no gate: a GLU multiplies act(x W1) by a gate "
+                f"x V (arXiv:2002.05202); mark it gated in model.FFN_ACTS and in FORMULAS, or give an "
+                f"ungated FFN a name that is not a GLU's")
     if gated != (ffn in GATED):
-        pytest.fail(f"ffn={ffn!r} {'gates' if gated else 'does not gate'} by its formula in FORMULAS, but "
-                    f"model.FFN_ACTS marks it {'gated' if ffn in GATED else 'ungated'}: fix its row there")
+        return (f"ffn={ffn!r} {'gates' if gated else 'does not gate'} by its formula in FORMULAS, but "
+                f"model.FFN_ACTS marks it {'gated' if ffn in GATED else 'ungated'}: fix its row there")
     model = build(tiny(ffn=ffn))
     mlp = model.transformer.h[0].mlp
     with torch.no_grad():
@@ -207,12 +209,22 @@ def test_ffn_equals_its_formula(ffn):
     act = formula(x @ W1.T + b1)
     if gated:
         act = act * (x @ mlp.c_gate.weight.T + mlp.c_gate.bias)
-    else:
-        assert mlp.c_gate is None
+    elif mlp.c_gate is not None:
+        return f"ffn={ffn!r} does not gate, but model.py builds a c_gate for it"
     worst = (mlp(x) - (act @ W2.T + b2)).abs().max().item()
-    if not worst <= 1e-10:  # a sentence, not a tensor dump
-        pytest.fail(f"model.py's ffn={ffn!r} is not its formula in FORMULAS: the outputs differ by up to "
-                    f"{worst:.3g} (float64); check its nonlinearity in model.FFN_ACTS and its gate", pytrace=False)
+    if not worst <= 1e-10:
+        return (f"model.py's ffn={ffn!r} is not its formula in FORMULAS: the outputs differ by up to "
+                f"{worst:.3g} (float64); check its nonlinearity in model.FFN_ACTS and its gate")
+    return None
+
+
+@pytest.mark.parametrize('ffn', [f for f in FFNS if f != 'none'])
+def test_ffn_equals_its_formula(ffn):
+    """Gated: act(x W1 + b1) ⊙ (x V + c) then W2 + b2 (arXiv:2002.05202); ungated act(x W1 + b1) W2 + b2.
+    Every FFN model.py lists is checked: a new one needs its formula in FORMULAS."""
+    problem = ffn_problem(ffn)
+    if problem:  # a sentence, not a tensor dump
+        pytest.fail(problem, pytrace=False)
 
 
 def test_ffn_bias_flags():
@@ -231,8 +243,11 @@ def test_gated_params_match_ungated_at_default_widths(ffn):
             model = GPT(GPTConfig(**{**cfg.__dict__, 'n_layer': 1}))
         return sum(p.numel() for p in model.transformer.h[0].mlp.parameters())
     base, gated = ffn_params('gelu'), ffn_params(ffn)
-    assert ffn_width(GPTConfig(ffn=ffn)) == 2048
-    assert abs(gated - base) / base < 0.02
+    width = ffn_width(GPTConfig(ffn=ffn))
+    if width != 2048 or abs(gated - base) / base >= 0.02:
+        pytest.fail(ffn_problem(ffn) or f"the gated ffn={ffn!r} has a default hidden width of {width}, not "
+                    f"2048 (2/3 of 4 x 768, rounded to a multiple of 64): its three matrices must cost what "
+                    f"GELU's two do (arXiv:2002.05202 sec. 2); see model.ffn_width", pytrace=False)
 
 
 def test_default_widths():
@@ -769,3 +784,42 @@ def test_saved_cache_state_undoes_a_step(block, attn, ffn):
             b, _ = model(idx[:, t:t + 1], cache=got)
             assert torch.equal(a, b), t
     assert torch.equal(got.step, want.step) and all(torch.equal(x, y) for x, y in zip(got.save(), want.save()))
+
+
+# -----------------------------------------------------------------------------
+# count_flops against the FLOPs torch counts in the model's own matmuls
+
+def counted_flops(cfg, B=2):
+    """torch's count (FlopCounterMode) of one training step's matmul FLOPs per token at block_size:
+    forward and backward, attention through SDPA's math backend (whose matmuls it counts)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    model = build(cfg, double=False)
+    x = torch.randint(0, cfg.vocab_size, (B, cfg.block_size))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(x, x)[1].backward()
+    return counter.get_total_flops() / (B * cfg.block_size)
+
+
+@pytest.mark.parametrize('block,attn,ffn', COMBOS, ids=['-'.join(c) for c in COMBOS])
+@pytest.mark.parametrize('pos', ['learned', 'rope'])
+def test_count_flops_equals_the_flops_torch_counts_in_the_model(block, attn, ffn, pos):
+    """The hand formula behind max_flops budgets and MFU equals torch's count of the model's matmuls, for
+    every block (a new one's too: COMBOS follows model.py's lists) and every config in configs/. The one
+    term torch does not count is MDHA's depth-wise conv (elementwise, in CausalConv): the formula's
+    2 x 3C x K per token and layer, x 3 for forward and backward, is taken out before comparing."""
+    if block == 'gmlp' and pos == 'rope':
+        pytest.skip('gmlp has no attention to rotate')
+    cfg = tiny(block, attn, ffn, pos_emb=pos)
+    conv = 3 * cfg.n_layer * 2 * 3 * cfg.n_embd * cfg.dconv_kernel if attn == 'mdha' else 0
+    assert counted_flops(cfg) == count_flops(cfg) - conv, (block, attn, ffn)
+
+
+def test_count_flops_equals_torchs_count_for_every_config():
+    from configurator import parse_config
+    from train import TrainConfig
+    for path in sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py'))):
+        cfg = GPTConfig(**parse_config(TrainConfig, [path, '--n_layer=2', '--n_embd=64', '--n_head=2',
+                                                     '--block_size=32', '--vocab_size=64']).model_args())
+        conv = 3 * cfg.n_layer * 2 * 3 * cfg.n_embd * cfg.dconv_kernel if cfg.attn == 'mdha' else 0
+        assert counted_flops(cfg) == count_flops(cfg) - conv, path

@@ -794,3 +794,12 @@ def test_fineweb_without_the_network_or_its_library_is_one_line(tmp_path, monkey
         P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
     with pytest.raises(configurator.UsageError, match="GPT-2 tokens already; leave out --tokenizer=char"):
         P.main(['--dataset=fineweb', '--tokenizer=char'])
+
+
+def test_fineweb_a_shard_the_hub_does_not_have_is_said_so_not_a_connection_to_retry(fake_hub, tmp_path):
+    hub, files = fake_hub
+    del hub.files['fineweb_train_000002.bin']  # a 404 for it
+    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_train_000002.bin .*; it is not "
+                                                      r"there \(404\): check HF_ENDPOINT, or the repository$") as e:
+        P.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
+    assert 'rerun to go on' not in str(e.value)

@@ -1227,3 +1227,10 @@ def test_every_number_in_the_conclusions_prose_is_computed_from_the_records():
     import doc_claims
     wrong = doc_claims.missing()
     assert not wrong, '\n'.join(f"{doc}: {what}" for doc, what in wrong)
+
+
+def test_a_toy_budget_keeps_its_digits_and_a_setting_an_old_record_lacks_is_unrecorded():
+    """A rehearsal's budgets are 0.012 tokens per parameter, not '0.0'; a setting that a record from
+    before it lacks is 'unrecorded' in a label, not '=None'."""
+    assert [report.per_param(x) for x in (20.6, 1.25, 0.0123)] == ['20.6', '1.2', '0.012']
+    assert report.shown({'device': 'cpu'}, ['device', 'threads']) == 'device=cpu, threads unrecorded'
