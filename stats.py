@@ -86,8 +86,10 @@ def config_paths(names):
     for c in names:
         if not (os.path.isfile(c) if c.endswith('.py') else c in shipped):
             raise (config_not_found(c) if c.endswith('.py') else
-                   UsageError(f"unknown config {c!r}; choose among "
-                              f"{', '.join(k for k in shipped if k != 'quick')} or pass a .py path"))
+                   UsageError(f"unknown config {c!r}; " + (
+                       f"did you mean {near[0]}? " if (near := nearest(c, list(shipped), n=1)) else "")
+                       + f"choose among {', '.join(k for k in shipped if k != 'quick')} or pass a .py "
+                       "path"))
     return [c if c.endswith('.py') else shipped[c] for c in names] or \
         [p for k, p in shipped.items() if k != 'quick']
 

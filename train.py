@@ -560,8 +560,8 @@ def train(cfg, ckpt, switch, procs, meta, shards):
         log = open_log(cfg.out_dir, cfg, state.iter_num, [switch] if switch else [])
     t0, elapsed0, first_iter, first_s = time.time(), state.elapsed_s, state.iter_num, state.train_s
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
-    signals = Signals("stopping after this step and saving a checkpoint", announce=procs.master,
-                      once=procs.ddp)  # (torchrun sends a worker the terminal's Ctrl-C again)
+    signals = Signals("stopping after this step (a checkpoint is saved if it trained)",
+                      announce=procs.master, once=procs.ddp)  # (under torchrun: see Signals)
     try:
         signals.install()  # (a `with` would indent the loop once more)
         while True:
@@ -709,7 +709,8 @@ def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
     finally:
         model.train()
     if procs.master and out is None:
-        print(f"step {iter_num}: evaluation cut short, not logged; resuming runs it first")
+        print(f"step {iter_num}: evaluation cut short, not logged"
+              + ("; resuming runs it first" if iter_num else ""))
     elif procs.master:
         se, bpb = out['val_se'], out['val_bpb']
         print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss {out['val_loss']:.4f}"

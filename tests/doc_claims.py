@@ -164,7 +164,7 @@ def claims():
     return [('README.md', p) for p in readme] + [('RESULTS.md', p) for p in results()]
 
 
-def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-27.txt'):
+def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-28.txt'):
     """The last run in the committed log of results/loop_vs_nanogpt.sh: each loop's median ms per
     iteration, their ratio and its rounds."""
     runs = re.findall(r"nanoGPT: median ([\d.]+) ms/iter.*\nours: median ([\d.]+) ms/iter .*per round: ([^)]*)\)",

@@ -141,9 +141,11 @@ def test_a_config_copied_to_another_folder_finds_the_shipped_recipe(tmp_path):
     assert 'mine' not in sys.modules and '_recipe' not in sys.modules
 
 
-def test_an_unknown_config_is_answered_with_architectures_only():
-    with pytest.raises(C.UsageError, match=r"unknown config 'gtp'; choose among (?!.*quick)"):
+def test_an_unknown_config_is_answered_with_the_nearest_and_architectures_only():
+    with pytest.raises(C.UsageError, match=r"^unknown config 'gtp'; did you mean gpt\? choose among (?!.*quick)"):
         stats.config_paths(['gtp'])
+    with pytest.raises(C.UsageError, match=r"^unknown config 'zzz'; choose among (?!.*quick)"):
+        stats.config_paths(['zzz'])
 
 
 def test_a_config_path_not_found_names_the_nearest_shipped_config(tmp_path, monkeypatch):
