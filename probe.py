@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from configurator import UsageError, parse_config, regular_file, require, run_main
+from configurator import UsageError, lock_folder, parse_config, regular_file, require, run_main
 from guards import Signals, duration
 from model import GPTConfig, GPT
 from report import markdown_table, pyplot, save_png
@@ -270,8 +270,8 @@ def plan(probe, paths, widths, seq_lens, pairs, lrs, overrides=()):
 
 
 def run_grid(probe, todo, stopper):
-    """Run every planned cell in turn, in this process: its learning rates in turn, the next one only
-    while none so far reached stop_acc. Returns (runs recorded, cells cut short): a signal to
+    """Run every planned cell in turn, in this process: its learning rates in turn, the next one
+    only while none so far reached stop_acc. Returns (runs recorded, cells cut short): a signal to
     `stopper` stops the running cell at its next step (a rerun starts it over), and the grid."""
     t_start, n_runs = time.time(), 0
     for done, (_, keys, args, configs) in enumerate(todo):
@@ -403,16 +403,20 @@ def main(argv):
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
         check_writable(probe.results)
-        # every config is checked (model_args) before anything trains
-        todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)
-        steps = ', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)
-        print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to {len(lrs)} "
-              f"learning rates each, one at a time; steps per cell by the emergence law: "
-              f"{steps}", file=sys.stderr, flush=True)
-        t0 = time.time()
-        with Signals("stopping: the running cell stops (a rerun starts it over), none more "
-                     "starts; the finished ones are kept") as stopper:
-            n, cut = run_grid(probe, todo, stopper)
+        lock = lock_folder(probe.results)  # this probe's file while it runs: another is refused
+        try:
+            # every config is checked (model_args) before anything trains
+            todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)
+            steps = ', '.join(f'T={T}: {law_steps(probe, T):,}' for T in seq_lens)
+            print(f"{len(todo)} cells to run ({skipped} already in {probe.results}), up to "
+                  f"{len(lrs)} learning rates each, one at a time; steps per cell by the emergence "
+                  f"law: {steps}", file=sys.stderr, flush=True)
+            t0 = time.time()
+            with Signals("stopping: the running cell stops (a rerun starts it over), none more "
+                         "starts; the finished ones are kept") as stopper:
+                n, cut = run_grid(probe, todo, stopper)
+        finally:
+            os.close(lock)
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
         if stopper:
             print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; "

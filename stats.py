@@ -25,11 +25,6 @@ from guards import resolve_device
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock
-    fcntl = None
-
 # gpt first (the seeds' baseline), then the transformer variants (llama, today's baseline, with its
 # own variants), then the gMLP family
 ARCH_ORDER = ('gpt', 'gpt_rope', 'llama', 'llama_gelu', 'llama_primer', 'primer_ez', 'swiglu',
@@ -90,7 +85,7 @@ def config_paths(names):
                        f"did you mean {near[0]}? " if (near := nearest(c, list(shipped), n=1)) else "")
                        + f"choose among {', '.join(k for k in shipped if k != 'quick')} or pass a .py "
                        "path"))
-    return [c if c.endswith('.py') else shipped[c] for c in names] or \
+    return list(dict.fromkeys(c if c.endswith('.py') else shipped[c] for c in names)) or \
         [p for k, p in shipped.items() if k != 'quick']
 
 
@@ -238,17 +233,16 @@ def check_writable(path):
 
 
 def append_record(path, record, *, kept='the run', lock=threading.Lock()):
-    """One line per run in one flock-ed, fsynced write: whole when two sweeps append to one file,
-    kept when a sweep is interrupted (`kept`: where the run's output stays if it cannot be). A last
-    line with no newline is cut short (a writer killed mid-line: moved to PATH.partial, said) or
-    whole, its newline dropped by a tool (it parses: it gets one)."""
+    """One line per run in one fsynced write, by one thread at a time (the sweep or probe writing
+    the file holds its flock from its start to its end: no other process appends meanwhile), kept
+    when a sweep is interrupted (`kept`: where the run's output stays if it cannot be). A last line
+    with no newline is cut short (a writer killed mid-line: moved to PATH.partial, said) or whole,
+    its newline dropped by a tool (it parses: it gets one)."""
     aside, note = f"{path}.partial", None
     with lock:
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
                 size = os.fstat(fd).st_size
                 start = os.pread(fd, size, 0).rfind(b'\n') + 1  # the last line's start
                 last = os.pread(fd, size - start, start)  # b'' when the file ends in a newline

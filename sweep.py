@@ -41,11 +41,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock, so no claims (one sweep per results file there)
-    fcntl = None
-
 from configurator import (UsageError, config_not_found, exec_config_file, lock_folder,
                           parse_config, regular_file, require, run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
@@ -67,9 +62,6 @@ NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', '
 # what a wsd branch changes (its evaluations too: they read the model, they do not change it)
 LENGTH = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'eval_interval')
 EVALS = 8  # evaluations per run (a curve to draw) unless --eval_interval is given
-# a run's claim is named by the run (its folder's name: config, seed, lr, budget and the digest of its
-# key), not by a sweep's out_prefix or results file: two sweeps that would train one run take turns
-CLAIMS = os.path.join(tempfile.gettempdir(), 'gpt-blocks-claims')
 
 
 @dataclass
@@ -333,8 +325,8 @@ def beyond_the_edges(sweep, overrides, plans, records, tried):
 
 
 class Sweep:
-    """The runs of one sweep command as they go: the results file, the threads' environment, the
-    claims (one run folder, one sweep: from its start to its record), the stop, and the progress."""
+    """The runs of one sweep command as they go: the results file (this sweep's alone while it runs:
+    main() holds its lock), the threads' environment, the stop, and the progress."""
 
     def __init__(self, sweep, results_path, stopper):
         self.results, self.stopper, self.score_items = results_path, stopper, sweep.hellaswag
@@ -344,10 +336,6 @@ class Sweep:
         self.done = self.left = 0.0  # FLOPs trained so far and still to train, for the ETA
         self.recorded, self.failed, self.stopped = [], [], []
         self.dead_trunks = set()  # constant-lr runs that failed: their later branches are not tried
-
-    def claim(self, run_dir):
-        return claim(os.path.join(CLAIMS, os.path.basename(run_dir)), self.stopper,
-                     waiting=f"{os.path.basename(run_dir)}: another sweep is running it")
 
     def train(self, cmd, resume):
         """train.py via --child: (True, seconds), or (False, why; None or 'stopped' if stopped)."""
@@ -371,93 +359,78 @@ class Sweep:
     def branch(self, plan):
         """Train (or resume) plan's constant-lr run up to the cooldown's start and copy it into
         plan.run_dir: True; False when that run is already past it (the branch then trains from
-        scratch, the same run); None when stopped or failed (said). The constant-lr run is claimed
-        while it trains and is copied: sweeps with other budgets take turns."""
-        fd = self.claim(plan.trunk)
-        if fd is None:
-            return self.note(plan, None, None)
-        try:
-            ckpt = os.path.join(plan.trunk, 'ckpt.pt')
-            state = peek(ckpt) or {}
-            at = state.get('iter_num')
-            if at is not None and at > plan.branch_at:  # a sweep with other budgets took it further
-                return False
-            if at != plan.branch_at or not state.get('finished'):
-                if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
-                    shutil.rmtree(plan.trunk, ignore_errors=True)
-                until = [f'--max_iters={plan.branch_at}',
-                         f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
-                ok, why = self.train(plan.trunk_cmd + until, resume=at is not None)
-                at = (peek(ckpt) or {}).get('iter_num')
-                if ok and at != plan.branch_at:
-                    ok, why = False, f"it ended at iter {at}, not {plan.branch_at}"
-                if not ok:
-                    if why not in (None, 'stopped'):  # failed: its later branches are not tried
-                        self.dead_trunks.add(plan.trunk)
-                    return self.note(plan, None, why, trunk=True)
-            copying = plan.run_dir + '.copying'  # copied whole or not at all: no half a run behind
-            shutil.rmtree(copying, ignore_errors=True)
-            os.makedirs(copying)
-            for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-                shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
-            os.replace(copying, plan.run_dir)
-            return True
-        finally:
-            release(fd)
+        scratch, the same run); None when stopped or failed (said)."""
+        ckpt = os.path.join(plan.trunk, 'ckpt.pt')
+        state = peek(ckpt) or {}
+        at = state.get('iter_num')
+        if at is not None and at > plan.branch_at:  # a sweep with other budgets took it further
+            return False
+        if at != plan.branch_at or not state.get('finished'):
+            if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
+                shutil.rmtree(plan.trunk, ignore_errors=True)
+            until = [f'--max_iters={plan.branch_at}',
+                     f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
+            ok, why = self.train(plan.trunk_cmd + until, resume=at is not None)
+            at = (peek(ckpt) or {}).get('iter_num')
+            if ok and at != plan.branch_at:
+                ok, why = False, f"it ended at iter {at}, not {plan.branch_at}"
+            if not ok:
+                if why not in (None, 'stopped'):  # failed: its later branches are not tried
+                    self.dead_trunks.add(plan.trunk)
+                return self.note(plan, None, why, trunk=True)
+        copying = plan.run_dir + '.copying'  # copied whole or not at all: no half a run behind
+        shutil.rmtree(copying, ignore_errors=True)
+        os.makedirs(copying)
+        for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
+            shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
+        os.replace(copying, plan.run_dir)
+        return True
 
     def run(self, plan):
         """Train one planned run (resumed where it stopped, or branched from its trunk) and append
-        its record, holding its folder's claim throughout."""
-        fd = self.claim(plan.run_dir)
-        if fd is None:
-            return self.note(plan, None, None)
-        try:
-            if any(run_id(r['key']) == run_id(plan.key) for r in read_results(self.results)):
-                return self.note(plan, None, 'recorded by another sweep')  # while this one waited
-            state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
-            at, wall = state.get('iter_num'), 0.0
-            if at is not None and at > (plan.iters or math.inf):
-                at = None
-            if at is None:
-                shutil.rmtree(plan.run_dir, ignore_errors=True)
-                trunk = self.branch(plan) if plan.trunk else False
-                if trunk is None:
-                    return None
-                at = plan.branch_at if trunk else None
-            branched = (f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
-                        if at is not None and plan.trunk and at >= plan.branch_at else None)
-            if not (state.get('finished') and state.get('iter_num') == plan.iters):
-                ok, wall = self.train(plan.cmd, resume=at is not None)
-                if not ok:
-                    return self.note(plan, None, wall)
-            state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
-            at = state.get('iter_num')
-            if not state.get('finished') or (plan.iters is not None and at != plan.iters):
-                return self.note(plan, None, f"{plan.run_dir} ended at iter {at} without finishing "
-                                             f"its {plan.iters} iterations; not recorded")
-            if fingerprint(state['meta']) != plan.key['data']:  # a record says what it trained on
-                return self.note(plan, None, f"{plan.run_dir} trained on data "
-                                             f"{fingerprint(state['meta'])}, not the "
-                                             f"{plan.key['data']} this sweep planned: "
-                                             f"{plan.fields['data_dir']} was prepared anew during "
-                                             "the sweep; not recorded: rerun the sweep")
-            record = record_of(plan, wall, branched, state['meta'])
-            if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
-                out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
-                limit, device = plan.key['hellaswag']['limit'], plan.key['device']
-                proc = run_child(self.stopper, [
-                    sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
-                    f'--limit={limit}', f'--json={out}', f'--device={device}'], env=self.env)
-                if proc is None or proc.returncode:
-                    return self.note(plan, None, 'stopped' if proc is None or self.stopper
-                                     else f"hellaswag.py failed: {last_line(proc)}")
-                with open(out) as f:
-                    r = json.load(f)
-                record.update({f'hellaswag_{k}': r[k] for k in ('acc_norm', 'acc', 'n')})
-            append_record(self.results, record, kept=plan.run_dir)
-            return self.note(plan, record, None)
-        finally:
-            release(fd)
+        its record."""
+        state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
+        at, wall = state.get('iter_num'), 0.0
+        if at is not None and at > (plan.iters or math.inf):
+            at = None
+        if at is None:
+            shutil.rmtree(plan.run_dir, ignore_errors=True)
+            trunk = self.branch(plan) if plan.trunk else False
+            if trunk is None:
+                return None
+            at = plan.branch_at if trunk else None
+        branched = (f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
+                    if at is not None and plan.trunk and at >= plan.branch_at else None)
+        if not (state.get('finished') and state.get('iter_num') == plan.iters):
+            ok, wall = self.train(plan.cmd, resume=at is not None)
+            if not ok:
+                return self.note(plan, None, wall)
+        state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
+        at = state.get('iter_num')
+        if not state.get('finished') or (plan.iters is not None and at != plan.iters):
+            return self.note(plan, None, f"{plan.run_dir} ended at iter {at} without finishing "
+                                         f"its {plan.iters} iterations; not recorded")
+        if fingerprint(state['meta']) != plan.key['data']:  # a record says what it trained on
+            return self.note(plan, None, f"{plan.run_dir} trained on data "
+                                         f"{fingerprint(state['meta'])}, not the "
+                                         f"{plan.key['data']} this sweep planned: "
+                                         f"{plan.fields['data_dir']} was prepared anew during "
+                                         "the sweep; not recorded: rerun the sweep")
+        record = record_of(plan, wall, branched, state['meta'])
+        if 'hellaswag' in plan.key:  # scored by hellaswag.py before the run counts as recorded
+            out = os.path.join(plan.run_dir, 'eval_hellaswag.json')
+            limit, device = plan.key['hellaswag']['limit'], plan.key['device']
+            proc = run_child(self.stopper, [
+                sys.executable, EVAL, f'--out_dir={plan.run_dir}', f'--input={self.score_items}',
+                f'--limit={limit}', f'--json={out}', f'--device={device}'], env=self.env)
+            if proc is None or proc.returncode:
+                return self.note(plan, None, 'stopped' if proc is None or self.stopper
+                                 else f"hellaswag.py failed: {last_line(proc)}")
+            with open(out) as f:
+                r = json.load(f)
+            record.update({f'hellaswag_{k}': r[k] for k in ('acc_norm', 'acc', 'n')})
+        append_record(self.results, record, kept=plan.run_dir)
+        return self.note(plan, record, None)
 
     def note(self, plan, record, why, trunk=False):
         """Count and print what became of a run."""
@@ -472,9 +445,6 @@ class Sweep:
                       f"elapsed, ETA {eta / 60:.1f} min)", file=sys.stderr, flush=True)
             elif why == 'stopped' or why is None:
                 self.stopped.append(plan)
-            elif why == 'recorded by another sweep':
-                self.left -= plan.cost
-                print(f"  {os.path.basename(plan.run_dir)}: {why}", file=sys.stderr, flush=True)
             else:
                 self.failed.append(plan)
                 what = f"the constant-lr run {plan.trunk}" if trunk else plan.run_dir
@@ -499,7 +469,7 @@ def run_all(sweep, plans, results_path, stopper):
     """Run every planned run not already in the results file, `jobs` at a time; True when every one
     is recorded. A signal stops them all: the running ones save, none more starts."""
     done = {run_id(r['key']) for r in read_results(results_path)}
-    todo = [p for p in plans if run_id(p.key) not in done]
+    todo = list({run_id(p.key): p for p in plans if run_id(p.key) not in done}.values())  # each once
     runs = Sweep(sweep, results_path, stopper)
     units = {}  # the threads' work, in plan order: a run alone, or the branches of one trunk
     for p in todo:
@@ -512,7 +482,8 @@ def run_all(sweep, plans, results_path, stopper):
     runs.left = sum(p.cost for p in todo)
     chains = sum(1 for u in units if u[0].trunk)
     how = f" ({chains} constant-lr runs branched into cooldowns)" if chains else ""
-    print(f"{len(todo)} runs to do{how} ({len(plans) - len(todo)} already in {results_path}), "
+    print(f"{len(todo)} runs to do{how} ({len(done & {run_id(p.key) for p in plans})} already in "
+          f"{results_path}), "
           f"{sweep.jobs} at a time, {runs.env['OMP_NUM_THREADS']} thread(s) each; a line per run "
           "gives its process's wall seconds (start-up, evaluations, a branch's constant-lr run and "
           "sharing the cores included), a table's 'train s / run s' its training steps' seconds and "
@@ -536,6 +507,21 @@ def run_all(sweep, plans, results_path, stopper):
              "command: it trains only what is not recorded)" if runs.failed else "")
     print(f"sweep: {len(runs.recorded)} runs in {minutes:.1f} min{retry}", file=sys.stderr)
     return not runs.failed
+
+
+def run_planned(sweep, plans, overrides, results_path, stopper):
+    """Run what of `plans` is not recorded, then (--extend_lr) beyond each grid's edge until every
+    best lr lies inside: (every run recorded, the plans)."""
+    ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
+    while sweep.extend_lr and ok:
+        more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
+        if not more:
+            break
+        print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge",
+              file=sys.stderr)
+        ok, plans = run_all(sweep, more, results_path, stopper), plans + more
+        tried |= {p.run_dir for p in more}
+    return ok, plans
 
 
 def check_data(sweep, data_dirs):
@@ -658,7 +644,6 @@ def main(argv):
                   "so equal seconds are not equal work", file=sys.stderr)
         try:  # made now, before any run starts
             os.makedirs(sweep.out_prefix, exist_ok=True)
-            os.makedirs(CLAIMS, exist_ok=True)
         except OSError as e:
             raise UsageError(f"cannot create {e.filename!r} ({e.strerror}); "
                              "pass --out_prefix=a/folder/you/can/write") from None
@@ -666,15 +651,16 @@ def main(argv):
         announce(plans)
         with Signals("stopping: {n} running train.py runs save their checkpoints and stop, none "
                      "more starts", forward=True) as stopper:
-            ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
-            while sweep.extend_lr and ok:  # until every best lr lies inside its grid
-                more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
-                if not more:
-                    break
-                print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge",
-                      file=sys.stderr)
-                ok, plans = run_all(sweep, more, results_path, stopper), plans + more
-                tried |= {p.run_dir for p in more}
+            # the results file is this sweep's while it runs: another sweep on it waits, then finds
+            # recorded what this one trained (a run is trained and recorded once)
+            lock = lock_folder(results_path, stop=stopper,
+                               waiting=f"another sweep is writing {results_path}")
+            if lock is None:  # stopped while it waited
+                raise SystemExit(stopper.exit_code())
+            try:
+                ok, plans = run_planned(sweep, plans, overrides, results_path, stopper)
+            finally:
+                os.close(lock)
         only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
         if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
             raise UsageError("every run failed (their lines above say why); nothing to report")
@@ -685,7 +671,7 @@ def main(argv):
 
 
 # -----------------------------------------------------------------------------
-# many runs as child processes: claims, and a stop that reaches every one
+# many runs as child processes: a stop that reaches every one
 
 def run_child(stopper, cmd, **kwargs):
     """cmd in a session of its own (a terminal's Ctrl-C reaches it once, through `stopper`), stderr
@@ -705,21 +691,6 @@ def run_child(stopper, cmd, **kwargs):
                 stopper.procs.discard(proc)
         err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, None, err.read())
-
-
-def claim(path, stopper=None, *, waiting=None):
-    """Hold the lock file `path` (lock_folder): another sweep's claim is waited for, said once;
-    None when `stopper` stops the wait. No flock (Windows): no claim (-1)."""
-    if fcntl is None:
-        return -1
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return lock_folder(path, stop=stopper,
-                       waiting=waiting or f"{os.path.basename(path)}: another sweep holds it")
-
-
-def release(fd):
-    if fd is not None and fd >= 0:
-        os.close(fd)
 
 
 def peek(path):

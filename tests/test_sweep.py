@@ -430,70 +430,8 @@ def test_two_records_of_one_run_are_read_once_and_said(tmp_path, capsys):
     assert 'records 1 run(s) twice, lines 3 (as line 1)' in capsys.readouterr().err
 
 
-def test_two_processes_appending_at_once_leave_whole_lines(tmp_path):
-    path = str(tmp_path / 'r.jsonl')
-    code = ("import sys, stats\n"
-            "for i in range(200):\n"
-            "    stats.append_record(sys.argv[1], dict(kind='sweep', key={'w': sys.argv[2], 'i': i}, config='gpt', "
-            "seed=i, lr=1e-3, size='1x32', budget='max_iters', budget_value=1, optimizer='adamw', data_dir='d', "
-            "val_loss=1.0, params=10, tokens=10, curve=[[1, 10, 1.0, 1.0, 1.0]], pad='x' * 5000))\n")
-    procs = [subprocess.Popen([sys.executable, '-c', code, path, w], cwd=HERE) for w in 'ab']
-    assert all(p.wait(timeout=120) == 0 for p in procs)
-    assert len(stats.read_results(path)) == 400
-
-
 # -----------------------------------------------------------------------------
-# one run, one sweep: claims, finished runs only
-
-def test_a_run_another_sweep_holds_is_waited_for_and_not_trained_again(tiny_data, tmp_path, capsys):
-    """Sweep B finds the run's claim held by sweep A: it waits (never deletes A's folder), and once A has
-    recorded the run, B records nothing and trains nothing."""
-    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), max_iters=['4'])
-    p = sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg, [*TINY, f'--data_dir={tiny_data}'],
-                       seed=1, lr=1e-3, size=None)
-    os.makedirs(p.run_dir)
-    marker = os.path.join(p.run_dir, 'sweep-A-was-here')
-    open(marker, 'w').close()
-    results = str(tmp_path / 'r.jsonl')
-    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.run_dir)))
-    with guards.Signals('', forward=True) as stopper:
-        runs = sweep.Sweep(cfg, results, stopper)
-        t = threading.Thread(target=runs.run, args=(p,))
-        t.start()
-        time.sleep(1.5)
-        assert t.is_alive() and os.path.exists(marker)  # waiting, and A's folder untouched
-        stats.append_record(results, {**record('gpt', 1, 1.0, budget=4), 'key': p.key})  # A records the run...
-        sweep.release(held)  # ...and lets go
-        t.join(timeout=60)
-    assert not t.is_alive() and os.path.exists(marker) and not runs.recorded
-    assert len(stats.read_results(results)) == 1
-    err = capsys.readouterr().err
-    assert 'another sweep is running it' in err and 'recorded by another sweep' in err
-
-
-def test_a_constant_lr_run_another_sweep_holds_is_waited_for_then_branched(tiny_data, tmp_path, capsys):
-    """Two sweeps with other budgets share one constant-lr run: while sweep A holds it (training it
-    further, or copying it), sweep B neither trains it nor copies it; then B branches as usual."""
-    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), max_iters=['10'])
-    p = sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg,
-                       [*TINY, f'--data_dir={tiny_data}', '--lr_schedule=wsd', '--eval_interval=5'],
-                       seed=1, lr=2e-3, size=None)
-    assert p.trunk and p.branch_at == 8
-    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(p.trunk)))
-    results = str(tmp_path / 'r.jsonl')
-    with guards.Signals('', forward=True) as stopper:
-        runs = sweep.Sweep(cfg, results, stopper)
-        t = threading.Thread(target=runs.run, args=(p,))
-        t.start()
-        time.sleep(1.5)
-        assert t.is_alive() and not os.path.exists(p.trunk) and not os.path.exists(p.run_dir)
-        sweep.release(held)
-        t.join(timeout=120)
-    assert not t.is_alive() and len(runs.recorded) == 1
-    rec = stats.read_results(results)[0]
-    assert rec['iters'] == 10 and rec['branched_from'].endswith(' at iter 8')
-    assert 'another sweep is running it' in capsys.readouterr().err
-
+# one results file, one sweep at a time; finished runs only
 
 def test_a_run_that_did_not_finish_its_budget_is_not_recorded(tiny_data, tmp_path, capsys):
     """The record comes from the checkpoint's own state: a run that stops short of its planned
@@ -568,34 +506,24 @@ def test_a_recipe_or_flag_that_asks_init_from_is_one_line(tmp_path):
         plan(tmp_path, recipe=str(recipe))
 
 
-def test_one_run_is_one_claim_whatever_the_out_prefix_or_results_file(tmp_path):
-    """Two sweeps that would train one run (another --out_prefix, another results file) take turns on one
-    claim: its name is the run's, not the sweep's."""
-    a = plan(tmp_path / 'a', max_iters=['4'])
-    b = plan(tmp_path / 'b', max_iters=['4'])
-    assert a.run_dir != b.run_dir and os.path.basename(a.run_dir) == os.path.basename(b.run_dir)
-    held = sweep.claim(os.path.join(sweep.CLAIMS, os.path.basename(a.run_dir)))
-    try:
-        with guards.Signals('', forward=True) as stopper:
-            stopper.received.append(signal.SIGTERM)  # stopped: a claim it cannot take is not waited for
-            runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'b' / 'runs')), str(tmp_path / 'r.jsonl'),
-                               stopper)
-            assert runs.claim(b.run_dir) is None  # held by the sweep running it into a/
-    finally:
-        sweep.release(held)
-
-
-def test_two_sweeps_on_one_file_record_each_run_once_and_whole(tiny_data, tmp_path):
+def test_two_sweeps_on_one_file_take_turns_and_record_each_run_once_and_whole(tiny_data, tmp_path):
+    """One lock per results file: a second sweep on it waits (said) for the first to end, then finds
+    recorded what the first trained and trains nothing again; a stop while it waits leaves nothing."""
     args = sweep_args(tiny_data, tmp_path, '--seeds=2', '--learning_rate=1e-3,2e-3', '--max_iters=12',
                       '--eval_interval=4', '--configs=gpt,llama', '--jobs=2')
-    procs = [subprocess.Popen([sys.executable, 'sweep.py', *args], cwd=HERE, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    errs = [p.communicate(timeout=300)[1] for p in procs]
-    assert all(p.returncode == 0 for p in procs), errs
+    first = subprocess.Popen([sys.executable, 'sweep.py', *args], cwd=HERE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    while not (tmp_path / 'r.jsonl').exists():  # its lock taken (the file made for it)
+        time.sleep(0.05)
+    second = subprocess.Popen([sys.executable, 'sweep.py', *args], cwd=HERE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    errs = [p.communicate(timeout=300)[1] for p in (first, second)]
+    assert first.returncode == second.returncode == 0, errs
     recs = stats.read_results(str(tmp_path / 'r.jsonl'))
     assert len(recs) == 8 and len({stats.run_id(r['key']) for r in recs}) == 8
     assert all(r['iters'] == 12 and r['curve'][-1][0] == 12 for r in recs)
-    assert 'twice' not in ''.join(errs)
+    assert f"another sweep is writing {tmp_path / 'r.jsonl'}; waiting" in errs[1], errs[1]
+    assert '0 runs to do (8 already in' in errs[1] and 'twice' not in ''.join(errs), errs[1][-3000:]
 
 
 # -----------------------------------------------------------------------------

@@ -70,13 +70,16 @@ say() { echo "$(at) $*" | tee -a "$LOG"; }
 late() { # why no stage may start now (or nothing: it may)
   if [ -e "$S/stop" ]; then echo "stopped ($(cat "$S/stop"))"
   elif [ $(( DEADLINE_S - ($(date +%s) - T0) )) -lt $STAGE_S ]; then echo "fewer than STAGE_S=${STAGE_S}s left before the deadline"; fi; }
-pipe() { # name, then sweeps separated by ';;': each starts only while time remains and the one before ended whole
+pipe() { # name, then sweeps separated by ';;': each starts only while time remains and the one before ended whole.
+  # A pipeline's sweeps write a results file of its own (a sweep holds its results file's lock while it
+  # runs: pipelines into one file would take turns), begun from R; the files are merged into R at the end
   local name=$1; shift; local args=() why rc
+  [ -f "$OUT/pipe_$name.jsonl" ] || cp "$R" "$OUT/pipe_$name.jsonl" 2>/dev/null || :
   for a in "$@" ";;"; do
     if [ "$a" = ";;" ]; then
       why=$(late); if [ -n "$why" ]; then say "$name: not started: sweep.py ${args[*]}: $why"; return; fi
       say "$name: sweep.py ${args[*]}"
-      $PY sweep.py "${args[@]}" >> "$S/logs/$name.log" 2>&1; rc=$?
+      $PY sweep.py "${args[@]}" --results="$OUT/pipe_$name.jsonl" >> "$S/logs/$name.log" 2>&1; rc=$?
       if [ $rc != 0 ]; then say "$name: sweep.py exited $rc: its later stages are not started"; return; fi
       args=()
     else args+=($a); fi
@@ -96,9 +99,9 @@ dispatch() { # the queue, PIPES pipelines at once; none starts once `late` says 
   done; wait; }
 stop() { # $1: why. No stage starts from here on; the running sweeps stop their runs (which save) and exit
   [ -e "$S/stop" ] && return; echo "$1" > "$S/stop"; say "stopping: $1"
-  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null  # then up to 15 s while their runs save
-  for _ in $(seq 15); do pgrep -f "sweep.py .*--results=$R" > /dev/null || break; sleep 1; done
-  pkill -INT -f "sweep.py .*--results=$R" 2>/dev/null; pkill -TERM -f "train.py .*--out_dir=$S/runs" 2>/dev/null; }
+  pkill -INT -f "sweep.py .*--out_prefix=$S/runs" 2>/dev/null  # then up to 15 s while their runs save
+  for _ in $(seq 15); do pgrep -f "sweep.py .*--out_prefix=$S/runs" > /dev/null || break; sleep 1; done
+  pkill -INT -f "sweep.py .*--out_prefix=$S/runs" 2>/dev/null; pkill -TERM -f "train.py .*--out_dir=$S/runs" 2>/dev/null; }
 trap 'stop "a signal"; SIGNALLED=1' INT TERM; SIGNALLED=0
 dispatch & DISPATCH=$!
 while [ $(( $(date +%s) - T0 )) -lt $DEADLINE_S ] && kill -0 $DISPATCH 2>/dev/null; do
@@ -108,6 +111,20 @@ done
 kill -0 $DISPATCH 2>/dev/null && stop "the deadline, DEADLINE_S=${DEADLINE_S}s"
 wait
 for f in "$S"/logs/*.log; do [ -e "$f" ] && { echo "== $(basename "$f")"; cat "$f"; } >> "$LOG"; done
+$PY - "$R" "$OUT"/pipe_*.jsonl <<'P'  # the pipelines' records into R as written, each run once (R's first)
+import json, os, sys
+sys.path.insert(0, '.')
+import stats
+from configurator import atomic_write, read_jsonl
+seen, lines = set(), []
+for path in [f for f in sys.argv[1:] if os.path.exists(f)]:
+    for _, r in read_jsonl(path):
+        if r and isinstance(r.get('key'), dict) and stats.run_id(r['key']) not in seen:
+            seen.add(stats.run_id(r['key']))
+            lines.append(json.dumps(r) + '\n')
+if lines:
+    atomic_write(sys.argv[1], lambda f: f.write(''.join(lines).encode()))
+P
 $PY sweep.py --report --results=$R --png=$S/shapes_site.png > "$OUT/report.md" 2>&1
 say "end"; tail -c 3000 "$OUT/report.md"
 [ $SIGNALLED = 0 ] || exit 130
