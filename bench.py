@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from configurator import UsageError, parse_config, regular_file, require, run_main
+from configurator import HERE, UsageError, parse_config, regular_file, require, run_main
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, stream
@@ -51,7 +51,6 @@ from stats import config_paths, split_flags
 from train import TrainConfig, autocast_context, resolve_dtype, train_step
 
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 UNSTABLE = 0.25  # (max - min) / median of the timings above which a row is marked UNSTABLE
 
 

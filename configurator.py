@@ -17,6 +17,13 @@ import sys
 import time
 import types
 
+HERE = os.path.dirname(os.path.abspath(__file__))  # this repository's scripts
+
+
+def cores():
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+
 
 class UsageError(Exception):
     """A mistake in what the user asked for: scripts print it as one line and exit with code 2."""
@@ -36,7 +43,7 @@ def nearest(name, choices, n=3):
 def config_not_found(path, what='config file'):
     """The one line for a config file that is not at `path`: the nearest shipped config, as a path
     typed from here (`configs/llama` or `quick`: configs/llama.py, configs/quick.py)."""
-    configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
+    configs = os.path.join(HERE, 'configs')
     name = os.path.basename(path if path.endswith('.py') else f"{path}.py")
     near = nearest(name, [n for n in sorted(os.listdir(configs)) if n.endswith('.py')], n=1)
     return UsageError(f"{what} {path!r} not found; " + (
@@ -99,7 +106,7 @@ def exec_config_file(path):
         raise config_not_found(path)
     scope, folder = {'__file__': path}, os.path.dirname(os.path.abspath(path))
     before = set(sys.modules)
-    shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
+    shipped = os.path.join(HERE, 'configs')
     sys.path[:0] = [folder, shipped]
     try:
         with open(path) as f:
@@ -340,7 +347,7 @@ def read_log(path):
 
 def script(name):
     """A file of this repository as a command typed here names it (`../gpt-blocks/train.py`)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    path = os.path.join(HERE, name)
     return name if os.path.abspath(name) == path else os.path.relpath(path)
 
 

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from configurator import UsageError, atomic_write, parse_config, require, run_main
+from configurator import UsageError, atomic_write, cores, parse_config, require, run_main
 from dataset import (ByteTokenizer, CharTokenizer, DatasetWriter, ShardError, beside, load_shard,
                      sha256_file, tiktoken_by_name, tiktoken_from_file)
 
@@ -145,8 +145,7 @@ def main(argv):
     tok = make_tokenizer(cfg, parts, several_docs=len(docs) > 1)
     out_dir = cfg.out_dir or os.path.join('data', f"{source['name']}_{tok.name}")
     stream = pieces(parts, tok, cfg.errors)
-    threads = cfg.workers or len(os.sched_getaffinity(0) if hasattr(os, 'sched_getaffinity')
-                                 else range(os.cpu_count()))
+    threads = cfg.workers or cores()
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.uint32
     ntok, read, last = 0, 0, time.time()
     with DatasetWriter(out_dir, dtype=dtype, shard_tokens=cfg.shard_tokens) as dataset, \

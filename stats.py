@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from configurator import (UsageError, config_not_found, json_object, nearest, read_jsonl,
-                          read_log as read_log_rows, regular_file, write_error)
+from configurator import (HERE, UsageError, config_not_found, json_object, nearest,
+                          read_jsonl, read_log as read_log_rows, regular_file, write_error)
 from dataset import describe_data
 from guards import resolve_device
 from model import GPTConfig, count_flops, count_params
@@ -75,9 +75,8 @@ def keys_given(argv):
 def config_paths(names):
     """Config files from paths or names (gpt -> configs/gpt.py); none: every architecture's (not
     quick.py, the quick start's)."""
-    here = os.path.dirname(os.path.abspath(__file__))
     shipped = {os.path.basename(p)[:-3]: os.path.relpath(p)
-               for p in sorted(glob.glob(os.path.join(here, 'configs', '[!_]*.py')))}
+               for p in sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))}
     for c in names:
         if not (os.path.isfile(c) if c.endswith('.py') else c in shipped):
             raise (config_not_found(c) if c.endswith('.py') else

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from configurator import (UsageError, config_not_found, exec_config_file, lock_folder,
-                          parse_config, regular_file, require, run_main)
+from configurator import (HERE, UsageError, config_not_found, cores, exec_config_file,
+                          lock_folder, parse_config, regular_file, require, run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
 from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
@@ -54,7 +54,6 @@ from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr,
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
-HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN, EVAL = os.path.join(HERE, 'train.py'), os.path.join(HERE, 'hellaswag.py')
 # train.py settings that cannot change a run's outcome: left out of its key (every other one is in)
 NO_EFFECT = ('out_dir', 'init_from', 'log_interval', 'always_save_checkpoint', 'ddp_timeout_s',
@@ -145,8 +144,7 @@ def budget_of(sweep):
 
 
 def threads_per_run(sweep):
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    return max(1, cores // sweep.jobs)
+    return max(1, cores() // sweep.jobs)
 
 
 def integer(text):
