@@ -12,14 +12,14 @@ import re
 import sys
 import textwrap
 
-from configurator import UsageError, atomic_write, regular_file
+from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
 from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, card,
-                   choose_lr, compute_multiplier, differing, frontier, groups, holds_zero,
+                   choose_lr, compute_multiplier, differing, frontier, gap_text, groups,
+                   holds_zero,
                    interval, key_id, mean_std, paired_gap, read_log, read_many, run_id, say_once,
                    seeds_text, setting, spread_text, t_quantile)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # -----------------------------------------------------------------------------
@@ -410,6 +410,50 @@ def regime_tables(rs):
     return '\n'.join(out + ['', cards_line(rs)]).rstrip()
 
 
+def at_flops(g, flops):
+    """{seed: val loss at training FLOPs `flops`} of one config's rows g (its budgets, each at its
+    best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed; None
+    outside them (never extrapolated)."""
+    g = sorted(g, key=lambda r: r['flops'])
+    for lo, hi in zip(g, g[1:] or g):
+        if 0 < lo['flops'] <= flops <= hi['flops']:
+            span = math.log(hi['flops'] / lo['flops'])
+            w = math.log(flops / lo['flops']) / span if span else 0.0
+            a, b = ({x['seed']: x['val_loss'] for x in r['runs']} for r in (lo, hi))
+            return {s: a[s] + w * (b[s] - a[s]) for s in a if s in b}
+    return None
+
+
+def flops_tables(rs):
+    """Markdown, a table per reference: each config's gap to it at equal training FLOPs (at each of
+    the config's budgets, the reference's loss read at the config's FLOPs there: at_flops), paired by
+    seed, ± 95% t interval; beside it the config's training FLOPs per token against the reference's
+    (a step's time is bench.py's: records of runs that shared a machine do not tell it)."""
+    tpp = tokens_per_param(rs)
+    budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
+    cell = {(r['label'], r['budget_value']): r for r in rs}
+    out = []
+    for ref in references(rs) if all(r['flops'] > 0 for r in rs) else ():
+        def gap(r, theirs=[r for r in rs if r['label'] == ref]):
+            at = at_flops(theirs, r['flops']) or {}
+            diffs = [x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at]
+            return gap_text(*interval(diffs)) if diffs else '–'
+
+        def ratio(n):
+            both = [cell[n, v]['flops'] / cell[ref, v]['flops'] for v in budgets
+                    if (n, v) in cell and (ref, v) in cell]
+            return f"{sum(both) / len(both):.2f}x" if both else '–'
+        lines = [([n, ratio(n)], [cell.get((n, v)) for v in budgets])
+                 for n in by_config(config_of) if config_of[n] != ref]
+        out += ['', f"Gap to {ref} ({unit(rs)}) at equal training FLOPs: at each budget of the "
+                    f"config, {ref}'s loss read at the config's FLOPs (linear in log FLOPs between "
+                    f"{ref}'s two budgets around it, seed by seed; – outside them: never "
+                    "extrapolated), paired by seed, ± 95% t interval; FLOPs: the config's training "
+                    f"FLOPs per token against {ref}'s", '',
+                view_table(lines, ['config', f'FLOPs vs {ref}'],
+                           [f"{per_param(tpp[v])} ({v:g})" for v in budgets], gap)] if lines else []
+    return '\n'.join(out).strip()
+
 def plot_regime(rs, png, title):
     """Each config's gap to each reference (a panel each; with neither, val loss) against tokens
     per parameter: the mean paired gap, a band of its 95% t interval, zero inside the frame."""
@@ -676,7 +720,8 @@ def sweep_report(sweep, results_path, png, only=None):
               file=sys.stderr)
     if sweep.json:
         print(json.dumps([{k: v for k, v in r.items() if k != 'runs'} for r in rows], indent=1))
-    said, plots, names, headings = [], [], [], Headings(rows)  # printed and drawn at the end
+    said, plots, names = [], [], []  # printed and drawn at the end
+    settings = {r['context']: r for r in rows}  # (its key: the setting less ARCH)
     say = (lambda *a: None) if sweep.json else said.append
     # a report on a committed results file (results/) writes nothing into the repository unless
     # --png says where (results/NAME.png to redraw the committed plots); any other: plots beside it
@@ -699,22 +744,22 @@ def sweep_report(sweep, results_path, png, only=None):
     for rs in regimes.values():  # does the ranking hold as training grows?
         top = max(r['budget_value'] for r in rs)
         span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
-        say(f"\n### {headings.of(rs[0], budget=span)}\n\nGaps at the smallest and the largest "
-            f"budget (tokens per parameter), paired by seed, ± 95% t interval:\n\n{ends_table(rs)}"
-            f"\n\n{regime_tables(rs)}\n\nAt {rs[0]['kind']}={top:g}:\n\n"
+        say(f"\n### {heading(settings, rs[0], budget=span)}\n\nGaps at the smallest and the "
+            "largest budget (tokens per parameter), paired by seed, ± 95% t interval:\n\n"
+            f"{ends_table(rs)}\n\n{regime_tables(rs)}\n\n{flops_tables(rs)}\n\nAt {rs[0]['kind']}={top:g}:\n\n"
             + table([r for r in rs if r['budget_value'] == top]))
-        plot(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}{headings.suffix(rs[0])}"
-                                 "-regime.png"), plot_regime, rs,
-             f"{headings.words(rs[0], budget=span)}: best lr of each grid at every budget")
+        plot(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}"
+                                 f"{plot_suffix(settings, rs[0])}-regime.png"), plot_regime, rs,
+             f"{heading_words(rs[0], budget=span)}: best lr of each grid at every budget")
     in_regime = {r['context'] for rs in regimes.values() for r in rs}
     alone = [rs for (c,), rs in groups(rows, 'context').items() if c not in in_regime]
     for rs in alone:  # a table per setting: configs on it
-        say(f"\n### {headings.of(rs[0])}\n\n{table(rs)}")
+        say(f"\n### {heading(settings, rs[0])}\n\n{table(rs)}")
         plot(png if len(alone) == 1 else png.replace(
             '.png', f"-{rs[0]['size']}-{rs[0]['budget'].replace('=', '')}-{rs[0]['optimizer']}"
-                    f"{headings.suffix(rs[0])}.png"), plot_sweep, rs, headings.words(rs[0]))
+                    f"{plot_suffix(settings, rs[0])}.png"), plot_sweep, rs, heading_words(rs[0]))
     for rs in schedule_groups(rows).values():  # does a gap under one schedule hold under another?
-        where = headings.words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
+        where = heading_words(rs[0]).replace(f", {rs[0]['schedule']} schedule", '')
         if text := schedule_tables(rs):
             say(f"\n### schedules {', '.join(sorted({r['schedule'] for r in rs}))} compared: "
                 f"{where}\n\n{text}")
@@ -725,13 +770,13 @@ def sweep_report(sweep, results_path, png, only=None):
     for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
         points = {(r['size'], r['budget_value']) for r in rs}
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
-            say(f"\n### scaling: {headings.of(rs[0], size=False, budget=False)} (gpt's frontier: "
-                "its best point at any size and budget)\n\n"
+            say(f"\n### scaling: {heading(settings, rs[0], size=False, budget=False)} (gpt's "
+                "frontier: its best point at any size and budget)\n\n"
                 + markdown_table(scaling_rows(rs), unit(rs, SCALING_COLUMNS)))
             schedule = '' if rs[0]['schedule'] == 'cosine' else '-' + rs[0]['schedule']
             plot(png.replace('.png', f"-{rs[0]['kind']}-{rs[0]['optimizer']}{schedule}"
-                                     f"{headings.suffix(rs[0])}-scaling.png"), plot_scaling, rs,
-                 f"{headings.words(rs[0], size=False, budget=False)}: final val loss against "
+                                     f"{plot_suffix(settings, rs[0])}-scaling.png"), plot_scaling,
+                 rs, f"{heading_words(rs[0], size=False, budget=False)}: final val loss against "
                  "training FLOPs")
     if committed and names:
         what = 'are committed results files' if ',' in results_path else 'is a committed file'
@@ -749,33 +794,30 @@ def sweep_report(sweep, results_path, png, only=None):
     return rows
 
 
-class Headings:
-    """A table's heading: its corpus, size, budget, optimizer, schedule, val set, and any setting
-    in which it differs from another table of the same words; `suffix`: that in a plot's name."""
+# a table's heading: its corpus, size, budget, optimizer, schedule, val set, and any setting in
+# which it differs from another setting of the same words (`settings`: {context: row}, every row's)
 
-    def __init__(self, rows):
-        self.rows = {r['context']: r for r in rows}  # (its key: the setting less ARCH)
+def heading_words(r, size=True, budget=True):
+    """budget: True (the row's), False (none) or words (a span of budgets)."""
+    budget = r['budget'] if budget is True else budget
+    return ', '.join(p for p in (r['corpus'], size and f"size {r['size']}", budget,
+                                 r['optimizer'], f"{r['schedule']} schedule") if p)
 
-    @staticmethod
-    def words(r, size=True, budget=True):
-        """budget: True (the row's), False (none) or words (a span of budgets)."""
-        budget = r['budget'] if budget is True else budget
-        return ', '.join(p for p in (r['corpus'], size and f"size {r['size']}", budget,
-                                     r['optimizer'], f"{r['schedule']} schedule") if p)
 
-    def extra(self, r, size=True, budget=True):
-        """{setting: value} of r's in which it differs from another setting of the same words."""
-        drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
-        alike = [{k: v for k, v in json.loads(c).items() if k not in drop}
-                 for c, x in self.rows.items()
-                 if self.words(x, size, budget) == self.words(r, size, budget)]
-        mine = json.loads(r['context'])
-        return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
+def extra(settings, r, size=True, budget=True):
+    """{setting: value} of r's in which it differs from another setting of the same words."""
+    drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
+    alike = [{k: v for k, v in json.loads(c).items() if k not in drop}
+             for c, x in settings.items()
+             if heading_words(x, size, budget) == heading_words(r, size, budget)]
+    mine = json.loads(r['context'])
+    return {k: mine.get(k, DEFAULTS.get(k, '–')) for k in differing(alike)}
 
-    def of(self, r, size=True, budget=True):
-        more = ''.join(f", {k}={v}" for k, v in self.extra(r, size, budget).items())
-        val = r['val_set'] or 'as each run evaluated'
-        return f"{self.words(r, size, budget)}{more}; val: {val}"
 
-    def suffix(self, r):
-        return ''.join(f"-{k}{v}" for k, v in list(self.extra(r, False, False).items())[:2])
+def heading(settings, r, size=True, budget=True):
+    more = ''.join(f", {k}={v}" for k, v in extra(settings, r, size, budget).items())
+    return f"{heading_words(r, size, budget)}{more}; val: {r['val_set'] or 'as each run evaluated'}"
+
+
+def plot_suffix(settings, r):  # the differing settings in a plot's name
+    return ''.join(f"-{k}{v}" for k, v in list(extra(settings, r, False, False).items())[:2])

@@ -6,6 +6,7 @@ from the records, and tests/test_sweep.py checks that every rendered phrase is i
 number put back wrong (or a record changed under it) fails there. `python tests/doc_claims.py` lists
 the claims a document no longer holds.
 """
+import contextlib
 import functools
 import os
 import re
@@ -41,6 +42,25 @@ def gap(config, ref, size, tpp, schedule='wsd', paths=SHAPES):
     r = row(config, size, tpp, schedule, paths)
     y = report.gap_of(ref)
     return r[y], r[f'{y}_half'], r[f'{y}_n']
+
+
+def flops_gap(config, ref, size, tpp):
+    """(mean, half-width or None, n) of config - ref at equal training FLOPs (the report's
+    equal-FLOPs table): config at that budget, ref's loss read at config's FLOPs there."""
+    r = row(config, size, tpp)
+    at = report.at_flops([x for x in rows() if x['size'] == size and x['schedule'] == 'wsd'
+                          and x['config'] == ref], r['flops'])
+    return stats.interval([x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at])
+
+
+def flops_ratio(config, ref, size):
+    """config's training FLOPs per token against ref's at one shape, the mean over the budgets."""
+    ours = {r['budget_value']: r['flops'] for r in rows() if r['size'] == size and r['schedule']
+            == 'wsd' and r['config'] == config}
+    theirs = {r['budget_value']: r['flops'] for r in rows() if r['size'] == size and r['schedule']
+              == 'wsd' and r['config'] == ref}
+    both = [ours[v] / theirs[v] for v in ours if v in theirs]
+    return sum(both) / len(both)
 
 
 def num(v, digits, sign=False):
@@ -79,6 +99,10 @@ def claims():
                             report.gap_of('gpt'), 1, 1, True)
     final = {s: gap('llama', 'gpt', s, t)[:2] for s, t in (('3x96', 20.6), ('4x128', 10.1), ('5x288', 20))}
     told = [s for s, (m, h) in final.items() if h is not None and not report.holds_zero(m, h)]
+    read_96 = []  # gMLP - gpt at equal FLOPs at each 3x96 budget where gpt's budgets bracket it
+    for x in (1.3, 2.6, 5.2, 10.3, 20.6):
+        with contextlib.suppress(TypeError):  # at_flops: None outside gpt's budgets
+            read_96.append(flops_gap('gmlp', 'gpt', '3x96', x))
     readme = [
         "1. LLaMA's block beats GPT-2's early in training at all three shapes; late, resolved at the "
         + ("smallest (at the larger two its late gap still favours llama, unresolved)."
@@ -120,10 +144,18 @@ def claims():
         f"{ratio_96:.1f} times at 3×96, {ratio_128:.0f} at 4×128 by the means (at least "
         f"{floor_128:.1f} within the intervals) and {ratio_288:.0f} at 5×288 (one seed)",
         f"3. gMLP beats GPT-2's block early and trails it late ({M('3x96', 20.6, 3, False)} behind at "
-        "3×96, 20.6 tok/param).",
+        "3×96, 20.6 tok/param); at equal training FLOPs it leads gpt at every budget read at 3×96 ("
+        if all(stats.holds_zero(*g[:2]) is False and g[0] < 0 for g in read_96) else 'not',
+        f"{num(-flops_gap('gmlp', 'gpt', '3x96', 20.6)[0], 3)} ± {num(flops_gap('gmlp', 'gpt', '3x96', 20.6)[1], 3)} "
+        f"ahead at 20.6: it spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token there); at "
+        f"5×288 (one seed, {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs) it trails at 5 and 10 tokens "
+        "per parameter either way." if all(gap('gmlp', 'gpt', '5x288', x)[0] > 0 and flops_gap(
+            'gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else 'not',
+        f"at equal FLOPs its late gap to llama is not resolved ({num(flops_gap('gmlp', 'llama', '3x96', 20.6)[0], 3, True)}"
+        f" ± {num(flops_gap('gmlp', 'llama', '3x96', 20.6)[1], 3)} at 20.6).",
         f"5. Primer EZ's changes give the largest late gains "
         f"({num(-gap('primer_ez', 'gpt', '3x96', 20.6)[0], 2)}-"
-        f"{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 2)} over their base block), at 3×96 only.",
+        f"{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 2)} over their base block), at 3×96 only;",
         f"7. The schedule can change a gap: llama − gpt grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} "
         "under cosine (paired by seed, one pair of configs, 3×96).",
     ]
@@ -154,6 +186,18 @@ def claims():
     untuned = [r for r in rows('results/h100/ranking_site.jsonl') if r['config'] == 'gmlp'
                and r['budget_value'] == 1560][0]  # 10 tokens per parameter, lr untuned
     readme.append(f"RESULTS.md §4 gave {num(untuned['gap'], 3, True)})")
+    readme += [f"there gMLP spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token",
+               f"At 5×288, where it spends {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs"]
+    ms = step_ms()
+    order = ('swiglu', 'gmlp', 'gpt_rope', 'primer_ez', 'llama', 'llama_primer')
+    readme += [f"Its step takes {ms['primer_ez'] / ms['gpt']:.2f}× gpt's time for "
+               f"{flops_ratio('primer_ez', 'gpt', '3x96'):.2f}× the FLOPs (3×96, CPU)",
+               ', '.join(f"{c} {ms[c] / ms['gpt']:.2f}×" for c in order) + ", where their FLOPs per "
+               "token are " + ', '.join(f"{flops_ratio(c, 'gpt', '3x96'):.2f}×" for c in order[:-1])
+               + f" and {flops_ratio(order[-1], 'gpt', '3x96'):.2f}×"]
+    sc = {(r['config'], r['size']): r['val'] for r in rows('results/h100/scaling_shakespeare.jsonl')}
+    ez = [sc['gpt', s] - sc['primer_ez', s] for s in ('4x128', '8x512')]
+    readme.append(f"its gain over gpt fell from {ez[0]:.3f} at 0.8M parameters to {ez[1]:.3f} at 25.3M")
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
                   f"4×128 (median of {loop['rounds']} alternating rounds")
@@ -162,6 +206,18 @@ def claims():
     readme.append(f"`.ci/run` took {ci} s on a fresh clone, 2 cores, 2026-11-27 (set-up, tests, quick start: "
                   "`results/ci_2026-11-27.txt`)")
     return [('README.md', p) for p in readme] + [('RESULTS.md', p) for p in results()]
+
+
+def bench_rows(path):
+    """{config: its row's cells} of a committed bench.py table."""
+    return {cells[0]: cells[1:] for cells in (line.strip('| \n').split(' | ') for line in
+                                              open(os.path.join(HERE, path), encoding='utf-8')
+                                              if re.match(r'\| [a-z]', line)) if cells[0] != 'config'}
+
+
+def step_ms(path='results/bench_3x96_2026-11-28.txt'):
+    """{config: ms per training step} of the committed bench.py table at the 3x96 shape."""
+    return {c: float(cells[1]) for c, cells in bench_rows(path).items()}
 
 
 def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-28.txt'):
@@ -216,6 +272,9 @@ def results():
     out.append(f"llama {gains['llama']}; gMLP {gains['gmlp']}; aMLP {gains['amlp']}")
     ez = [sc['gpt', s]['val'] - sc['primer_ez', s]['val'] for s in sizes]
     out.append(f"gains {ez[0]:.3f} at 0.8M, {ez[1]:.3f} at 10.7M and {ez[2]:.3f} at 25.3M")
+    speedup = [float(c[7].replace(',', '')) / float(c[8].replace(',', ''))
+               for c in bench_rows('results/bench_4x128_2026-11-28.txt').values()]
+    out.append(f"the cache decodes {min(speedup):.1f}–{max(speedup):.1f}× faster than without it")
     loop = loop_vs_nanogpt()
     out.append(f"took **{loop['ratio']:.2f}×** nanoGPT's per iteration over {loop['rounds']} rounds "
                f"({loop['ours']:.2f} against {loop['nanoGPT']:.2f} ms")

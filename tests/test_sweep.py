@@ -166,6 +166,33 @@ def test_the_regime_view_ranks_each_budget_and_pairs_the_gaps_to_both_baselines(
         assert report.plot_regime(alone, png, 'title') and os.path.getsize(png) > 10_000
 
 
+def test_the_equal_flops_table_reads_the_reference_between_its_budgets_and_never_beyond():
+    """At equal training FLOPs: at each budget of a config, the reference's loss read at the config's
+    FLOPs (linear in log FLOPs between the reference's two budgets around it, seed by seed), the gap
+    paired by seed; a config whose FLOPs fall outside the reference's budgets gets '-' there (no
+    extrapolation); the FLOPs column is the config's per token against the reference's."""
+    recs = []
+    for budget, gpt, cheap in ((100, (3.0, 3.2), (2.9, 3.0)), (400, (2.0, 2.4), (2.5, 2.6)),
+                               (1600, (1.5, 1.7), (1.9, 2.0))):
+        for seed in (1, 2):
+            recs.append({**record('gpt', seed, gpt[seed - 1], budget=budget), 'flops': 4.0 * budget})
+            # x costs a quarter of gpt's FLOPs per token: its budget b spends gpt's b/4 budget's
+            recs.append({**record('x', seed, cheap[seed - 1], budget=budget), 'flops': 1.0 * budget})
+    rs = next(iter(report.regime_groups(report.summary_rows(recs)).values()))
+    line = next(l for l in report.flops_tables(rs).splitlines() if l.startswith('| x |'))
+    cells = line.strip('| ').split(' | ')
+    assert cells[1] == '0.25x'
+    # budget 100: 100 FLOPs, below gpt's cheapest (400): none; 400: gpt's own 100 budget exactly
+    # (x 2.5, 2.6 against 3.0, 3.2); 1600 = gpt's 400 budget (1.9, 2.0 against 2.0, 2.4)
+    assert cells[2] == '–'
+    assert cells[3] == '-0.5500 ± 0.6353 (n=2) (spans 0)'
+    assert cells[4] == '-0.2500 ± 1.9059 (n=2) (spans 0)'
+    # between budgets: half-way in log FLOPs between 400 and 1600 (800) is the mean of the two
+    g = [r for r in rs if r['config'] == 'gpt']
+    assert report.at_flops(g, 800.0) == pytest.approx({1: 2.5, 2: 2.8})
+    assert report.at_flops(g, 6401.0) is None and report.at_flops(g, 399.0) is None
+
+
 def test_t_quantiles_and_intervals_have_their_known_values():
     """Student's t: 12.706 at 1 degree of freedom, 4.303 at 2, 2.262 at 9, 1.960 in the limit; the 99%
     point at 1 is 63.657. An interval is mean ± t x sd / sqrt(n); one value has none."""
