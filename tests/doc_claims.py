@@ -201,11 +201,20 @@ def claims():
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
                   f"4×128 (median of {loop['rounds']} alternating rounds")
-    ci = re.search(r'ci: ok in (\d+)s', open(os.path.join(HERE, 'results', 'ci_2026-11-27.txt'),
-                                              encoding='utf-8').read()).group(1)
-    readme.append(f"`.ci/run` took {ci} s on a fresh clone, 2 cores, 2026-11-27 (set-up, tests, quick start: "
-                  "`results/ci_2026-11-27.txt`)")
-    return [('README.md', p) for p in readme] + [('RESULTS.md', p) for p in results()]
+    ci = {k: re.search(rf'ci: {k} (\d+)s', open(os.path.join(HERE, 'results', 'ci_2026-11-28.txt'),
+                                                encoding='utf-8').read()).group(1)
+          for k in ('ok in', 'set up in', 'tests done at', 'the quick start took', r'sweep.py --quick took')}
+    readme += [f"`.ci/run` took {ci['ok in']} s on a fresh clone, 2 cores, 2026-11-28 (set-up, tests, quick "
+               "start: `results/ci_2026-11-28.txt`)",
+               f"{ci['the quick start took']} s end to end on an idle 2-core CPU, packages installed (CI's "
+               "fresh clone, 2026-11-28: `results/ci_2026-11-28.txt`)",
+               f"the same table and plot, {ci[r'sweep.py --quick took']} s in CI's fresh clone"]
+    tests_s = int(ci['tests done at']) - int(ci['set up in'])
+    guide = [f"took {ci['ok in']} s on a fresh clone on a 2-core machine like CI's ({ci['set up in']} s set-up, "
+             f"{tests_s} s of tests, {ci['the quick start took']} s of quick start, {ci[r'sweep.py --quick took']} s"
+             " of `sweep.py --quick`"]
+    return ([('README.md', p) for p in readme] + [('GUIDE.md', p) for p in guide]
+            + [('RESULTS.md', p) for p in results()])
 
 
 def bench_rows(path):
@@ -296,7 +305,7 @@ def missing():
     """(document, what is wrong) for each claim whose phrase is not in its document, and each
     unbacked phrase that is."""
     docs = {d: normal(open(os.path.join(HERE, d), encoding='utf-8').read())
-            for d in ('README.md', 'RESULTS.md')}
+            for d in ('README.md', 'RESULTS.md', 'GUIDE.md')}
     return ([(doc, f"should say: {phrase}") for doc, phrase in claims()
              if normal(phrase) not in docs[doc]]
             + [(doc, f"says {phrase!r}, which no record backs") for doc, phrase in UNBACKED

@@ -4,6 +4,7 @@ bench.py: the speed table / JSON at a tiny shape, the sweep summary and the plot
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -377,3 +378,33 @@ def test_reference_is_timed_beside_our_gpt_at_its_shape(tmp_path):
         proc = subprocess.run([sys.executable, 'bench.py', *args, *TINY], cwd=HERE, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 2 and proc.stderr.count('\n') == 1 and says in proc.stderr, proc.stderr
+
+
+def test_the_mfu_levers_script_rehearses_every_variant_on_the_cpu(tmp_path):
+    """results/gpu_mfu.py --small (#63): the GPU window's script end to end on the CPU at a toy size,
+    each variant in its own process: a line per lever variant and per block, in order, every one
+    that the CPU can run measured (an SDPA backend it lacks is a line with its error, not a stop),
+    the chunked cross-entropy equal to the full one, and the blocks run with the best micro-batch."""
+    sys.path.insert(0, os.path.join(HERE, 'results'))
+    import gpu_mfu
+    assert [v['name'] for v in gpu_mfu.plan(gpu_mfu.SMALL)] == [
+        'baseline', 'eager', 'chunked_ce=4', 'chunked_ce=16', 'micro_batch=2', 'micro_batch=8', 'sdpa=flash',
+        'sdpa=math', 'sdpa=efficient', 'attn=mdha', 'primer_ez', 'compile=eager']
+    out = tmp_path / 'mfu'  # (SKIP: three variants like others left out, to keep the suite short)
+    proc = subprocess.run([sys.executable, os.path.join('results', 'gpu_mfu.py'), str(out), '--small'],
+                          cwd=HERE, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, 'DEADLINE_S': '500', 'SKIP': 'chunked_ce=16,sdpa=math,primer'})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(l) for l in (out / 'mfu.jsonl').read_text().splitlines()]
+    names = [l['name'] for l in lines]
+    assert names == ['baseline', 'eager', 'chunked_ce=4', 'micro_batch=2', 'micro_batch=8', 'sdpa=flash',
+                     'sdpa=efficient', 'attn=mdha', 'compile=eager', 'block=gpt', 'block=llama', 'block=gmlp']
+    measured = {l['name']: l for l in lines if 'error' not in l}
+    assert set(names) - set(measured) <= {'sdpa=flash', 'sdpa=efficient'}, [l for l in lines if 'error' in l]
+    assert all(l['ms_per_iter'] > 0 and l['tokens_per_s'] > 0 for l in measured.values())
+    assert measured['chunked_ce=4']['loss_diff'] < 1e-5
+    assert all(re.match(r'\w+: \S', l['error']) and '\n' not in l['error'] for l in lines if 'error' in l)
+    fastest = max((l for l in measured.values() if l['name'].startswith('micro_batch=') or l['name'] == 'baseline'),
+                  key=lambda l: l['tokens_per_s'])
+    assert all(l['flags'] == fastest['flags'] for l in lines if l['name'].startswith('block='))
+    assert (out / 'machine.txt').read_text().splitlines()[2] == 'cpu'
