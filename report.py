@@ -14,11 +14,10 @@ import textwrap
 
 from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, card,
-                   choose_lr, compute_multiplier, differing, frontier, gap_text, groups,
-                   holds_zero,
-                   interval, key_id, mean_std, paired_gap, read_log, read_many, run_id, say_once,
-                   seeds_text, setting, spread_text, t_quantile)
+from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
+                   at_flops, card, choose_lr, compute_multiplier, differing, frontier, gap_text,
+                   groups, holds_zero, interval, key_id, mean_std, paired_gap, read_many, run_id,
+                   say_once, seeds_text, setting, spread_text, t_quantile)
 
 
 
@@ -373,15 +372,15 @@ def ends_table(rs):
     ends, refs = (min(tpp), max(tpp)), references(rs)
     cell = {(r['label'], r['budget_value']): r for r in rs}
     top = {r['label']: r for r in rs if r['budget_value'] == ends[1]}
-    names = sorted({r['label'] for r in rs}, key=lambda n: (top[n]['val'] if n in top else math.inf,
-                                                           n))
-    body = [[n, '–' if n not in top else f"{top[n]['lr']:g}" + (
+    lines = [([n, '–' if n not in top else f"{top[n]['lr']:g}" + (
                 f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
-                ' (no grid: the only lr run)' if not top[n]['grid'] else '')]
-            + [vs(cell.get((n, v)), ref) for ref in refs for v in ends] for n in names]
-    return markdown_table(body, ['config', f"best lr at {per_param(tpp[ends[1]])}", *(
-        f"vs {ref} at {per_param(tpp[v])} ({unit(rs)})" for ref in refs for v in ends)])
-
+                ' (no grid: the only lr run)' if not top[n]['grid'] else '')],
+              [(cell.get((n, v)), ref) for ref in refs for v in ends])
+             for n in sorted({r['label'] for r in rs},
+                             key=lambda n: (top[n]['val'] if n in top else math.inf, n))]
+    return view_table(lines, ['config', f"best lr at {per_param(tpp[ends[1]])}"], [
+        f"vs {ref} at {per_param(tpp[v])} ({unit(rs)})" for ref in refs for v in ends],
+        lambda pair: vs(*pair))
 
 def regime_tables(rs):
     """Markdown tables of one regime group, configs in the order of the last budget: each one's val
@@ -410,25 +409,11 @@ def regime_tables(rs):
     return '\n'.join(out + ['', cards_line(rs)]).rstrip()
 
 
-def at_flops(g, flops):
-    """{seed: val loss at training FLOPs `flops`} of one config's rows g (its budgets, each at its
-    best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed; None
-    outside them (never extrapolated)."""
-    g = sorted(g, key=lambda r: r['flops'])
-    for lo, hi in zip(g, g[1:] or g):
-        if 0 < lo['flops'] <= flops <= hi['flops']:
-            span = math.log(hi['flops'] / lo['flops'])
-            w = math.log(flops / lo['flops']) / span if span else 0.0
-            a, b = ({x['seed']: x['val_loss'] for x in r['runs']} for r in (lo, hi))
-            return {s: a[s] + w * (b[s] - a[s]) for s in a if s in b}
-    return None
-
-
 def flops_tables(rs):
     """Markdown, a table per reference: each config's gap to it at equal training FLOPs (at each of
-    the config's budgets, the reference's loss read at the config's FLOPs there: at_flops), paired by
-    seed, ± 95% t interval; beside it the config's training FLOPs per token against the reference's
-    (a step's time is bench.py's: records of runs that shared a machine do not tell it)."""
+    the config's budgets, the reference's loss read at the config's FLOPs there: at_flops), paired
+    by seed, ± 95% t interval; beside it the config's training FLOPs per token against the
+    reference's (a step's time is bench.py's: records of runs that shared a machine do not tell)."""
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
@@ -439,17 +424,15 @@ def flops_tables(rs):
             diffs = [x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at]
             return gap_text(*interval(diffs)) if diffs else '–'
 
-        def ratio(n):
-            both = [cell[n, v]['flops'] / cell[ref, v]['flops'] for v in budgets
-                    if (n, v) in cell and (ref, v) in cell]
-            return f"{sum(both) / len(both):.2f}x" if both else '–'
-        lines = [([n, ratio(n)], [cell.get((n, v)) for v in budgets])
+        ratio = {n: [cell[n, v]['flops'] / cell[ref, v]['flops'] for v in budgets
+                     if (n, v) in cell and (ref, v) in cell] for n in config_of}
+        lines = [([n, f"{sum(ratio[n]) / len(ratio[n]):.2f}x" if ratio[n] else '–'],
+                  [cell.get((n, v)) for v in budgets])
                  for n in by_config(config_of) if config_of[n] != ref]
-        out += ['', f"Gap to {ref} ({unit(rs)}) at equal training FLOPs: at each budget of the "
-                    f"config, {ref}'s loss read at the config's FLOPs (linear in log FLOPs between "
-                    f"{ref}'s two budgets around it, seed by seed; – outside them: never "
-                    "extrapolated), paired by seed, ± 95% t interval; FLOPs: the config's training "
-                    f"FLOPs per token against {ref}'s", '',
+        out += ['', f"Gap to {ref} ({unit(rs)}) at equal training FLOPs: {ref}'s loss read at the "
+                    f"config's FLOPs at each budget, linear in log FLOPs between {ref}'s budgets "
+                    "(– outside them), paired by seed, ± 95% t interval; FLOPs: per token, against "
+                    f"{ref}'s", '',
                 view_table(lines, ['config', f'FLOPs vs {ref}'],
                            [f"{per_param(tpp[v])} ({v:g})" for v in budgets], gap)] if lines else []
     return '\n'.join(out).strip()
@@ -475,19 +458,20 @@ def plot_regime(rs, png, title):
             ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            if min(r['n'] for r in g) >= BAND_SEEDS:
-                ax.fill_between(xs, lo, hi, color=f"C{i % 10}", alpha=0.15)
+            ax.fill_between(xs, lo, hi, where=[r['n'] >= BAND_SEEDS for r in g],
+                            color=f"C{i % 10}", alpha=0.15)  # a band where the seeds allow one
             lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)
             pad = 0.08 * (max(highs) - min(lows) or 1)
             ax.set_ylim(min(lows) - pad, max(highs) + pad)  # zero inside the frame, never on it
         ax.set_xscale('log')
-        ax.set_xticks(sorted(tpp.values()), [f"{t:.3g}" for t in sorted(tpp.values())])
+        ax.set_xticks(sorted(tpp.values()), [per_param(t) for t in sorted(tpp.values())])
         ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
-    suptitle(fig, f"{title} ({n_text([r['n'] for r in rs], '; band: 95% CI', BAND_SEEDS)})")
+    seeds = n_text([r['n'] for r in rs], '; band: 95% CI where 3+', BAND_SEEDS)
+    suptitle(fig, f"{title} ({seeds})")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
                     f'val loss ({unit(rs)})' if refs == [None]
                     else f'val loss gap ({unit(rs)}), paired by seed')
@@ -686,22 +670,7 @@ def transfer_tables(rs):
 
 
 # -----------------------------------------------------------------------------
-# the runs of out_dirs (stats.run_summary), and the report of a sweep
-
-def plot_runs(run_dirs, png):
-    """Val loss against tokens and against training seconds, a line per run (False: no pyplot)."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for run_dir in run_dirs:
-        evals = [r for r in read_log(run_dir) if 'val_loss' in r]
-        label = os.path.basename(os.path.normpath(run_dir))
-        for ax, key in zip(axes, ('tokens', 'train_s')):
-            xs = [r.get(key, r.get('elapsed_s', 0)) for r in evals]
-            plot_curves(ax, xs, [[r['val_loss'] for r in evals]], label)
-    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss (nats/token)')
-
+# the report of a sweep
 
 def sweep_report(sweep, results_path, png, only=None):
     """Tables and plots of the results file (`only`: the records whose keys are in it, a sweep's
@@ -746,7 +715,8 @@ def sweep_report(sweep, results_path, png, only=None):
         span = f"{rs[0]['kind']} from {min(r['budget_value'] for r in rs):g} to {top:g}"
         say(f"\n### {heading(settings, rs[0], budget=span)}\n\nGaps at the smallest and the "
             "largest budget (tokens per parameter), paired by seed, ± 95% t interval:\n\n"
-            f"{ends_table(rs)}\n\n{regime_tables(rs)}\n\n{flops_tables(rs)}\n\nAt {rs[0]['kind']}={top:g}:\n\n"
+            f"{ends_table(rs)}\n\n{regime_tables(rs)}\n\n{flops_tables(rs)}\n\n"
+            f"At {rs[0]['kind']}={top:g}:\n\n"
             + table([r for r in rs if r['budget_value'] == top]))
         plot(png.replace('.png', f"-{rs[0]['size']}-{rs[0]['schedule']}"
                                  f"{plot_suffix(settings, rs[0])}-regime.png"), plot_regime, rs,

@@ -360,6 +360,20 @@ def paired_gap(row, base):
                 eval_se=eval_se)
 
 
+def at_flops(g, flops):
+    """{seed: val loss at training FLOPs `flops`} of one config's rows g (its budgets, each at its
+    best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed; None
+    outside them (never extrapolated)."""
+    g = sorted(g, key=lambda r: r['flops'])
+    for lo, hi in zip(g, g[1:] or g):
+        if 0 < lo['flops'] <= flops <= hi['flops']:
+            span = math.log(hi['flops'] / lo['flops'])
+            w = math.log(flops / lo['flops']) / span if span else 0.0
+            a, b = ({x['seed']: x['val_loss'] for x in r['runs']} for r in (lo, hi))
+            return {s: a[s] + w * (b[s] - a[s]) for s in a if s in b}
+    return None
+
+
 def frontier(points):
     """The (FLOPs, loss) points no cheaper point beats: the least loss reachable with at most that
     many FLOPs (a larger run that ends worse than a smaller one, its lr too high, is not)."""

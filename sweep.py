@@ -47,10 +47,10 @@ from dataset import fingerprint, open_dataset, read_meta, sha256_file
 from guards import Signals, resolve_device
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
-from report import markdown_table, plot_runs, sweep_report
+from report import markdown_table, plot_curves, pyplot, save_png, sweep_report
 from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr,
                    check_writable, config_paths, differing, keys_given, numbers, read_results,
-                   record_of, run_id, run_summary, setting, split_flags, tuned_lrs)
+                   read_log, record_of, run_id, run_summary, setting, split_flags, tuned_lrs)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
@@ -588,6 +588,21 @@ def check_arguments(sweep, argv):
         raise UsageError("--sizes is read by --scaling only: add --scaling, or set one size with "
                          "--n_layer, --n_embd and --n_head")
     return given
+
+
+def plot_runs(run_dirs, png):
+    """Val loss against tokens and against training seconds, a line per run (False: no pyplot)."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for run_dir in run_dirs:
+        evals = [r for r in read_log(run_dir) if 'val_loss' in r]
+        label = os.path.basename(os.path.normpath(run_dir))
+        for ax, key in zip(axes, ('tokens', 'train_s')):
+            xs = [r.get(key, r.get('elapsed_s', 0)) for r in evals]
+            plot_curves(ax, xs, [[r['val_loss'] for r in evals]], label)
+    return save_png(fig, png, axes, ('tokens', 'training seconds'), 'val loss (nats/token)')
 
 
 def main(argv):

@@ -11,9 +11,9 @@ and backend found. One JSON line per variant in OUT/mfu.jsonl as it ends (a vari
 runs out of time, is a line with its error), the machine in OUT/machine.txt. Each variant runs in a
 fresh process, the levers that matter most first (a compile mode's search is slowest: last); none
 starts once DEADLINE_S (default 470) is near. SKIP=name,prefix,... leaves variants out (a second
-window: SKIP=baseline,eager,chunked,micro,sdpa,attn,primer,compile runs the blocks alone). A lever goes into train.py or
-model.py only if it pays here and parity with nanoGPT's numerics holds (the chunked loss's
-difference from the full one is in its line).
+window: SKIP=baseline,eager,chunked,micro,sdpa,attn,primer,compile runs the blocks alone). A lever
+goes into train.py or model.py only if it pays here and parity with nanoGPT's numerics holds (the
+chunked loss's difference from the full one is in its line).
 
 --small: the same on the CPU at a toy size with compile's eager backend, a rehearsal of the script
 itself (tests/test_bench.py runs it), so that a GPU window only measures.
@@ -155,7 +155,7 @@ def main(out, small):
                 got = proc.stdout.strip().splitlines()
                 line = dict(variant, **(json.loads(got[-1]) if proc.returncode == 0 and got else
                                         {'error': (proc.stderr.strip().splitlines() or
-                                                   [f'exit {proc.returncode}'])[-1][:300]}))  # killed
+                                                   [f'exit {proc.returncode}'])[-1][:300]}))
             except subprocess.TimeoutExpired:
                 line = dict(variant, error=f"ran past its {min(run['timeout'], left):.0f} s")
         lines.append(line)
@@ -163,8 +163,8 @@ def main(out, small):
             f.write(json.dumps(line) + '\n')
         mfu = line.get('mfu') and f", MFU {line['mfu']:.1%}"
         print(f"{line['name']}: " + (line['error'] if 'error' in line else
-                                     f"{line['ms_per_iter']:.1f} ms/iter, {line['tokens_per_s']:,.0f}"
-                                     f" tok/s{mfu or ''}"), flush=True)
+                                     f"{line['ms_per_iter']:.1f} ms/iter, "
+                                     f"{line['tokens_per_s']:,.0f} tok/s{mfu or ''}"), flush=True)
         if not todo and not any(x['name'].startswith('block=') for x in lines):
             todo = [best_blocks(lines)]
 
@@ -187,7 +187,8 @@ if __name__ == '__main__':
     small = '--small' in args or os.environ.get('SMALL') == '1'
     if '--child' in args:  # one variant: its line, or its error's first line
         try:
-            line = measure(json.loads(args[args.index('--child') + 1]), SMALL if small else GPU, small)
+            line = measure(json.loads(args[args.index('--child') + 1]), SMALL if small else GPU,
+                           small)
         except Exception as e:  # torch.compile's wrapper names the kernel's own error inside
             own = re.search(r"got (\w+)\('([^']+)", str(e))
             line = {'error': f"{own[1]}: {own[2]}" if own else

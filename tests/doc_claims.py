@@ -8,6 +8,7 @@ the claims a document no longer holds.
 """
 import contextlib
 import functools
+import json
 import os
 import re
 import sys
@@ -48,7 +49,7 @@ def flops_gap(config, ref, size, tpp):
     """(mean, half-width or None, n) of config - ref at equal training FLOPs (the report's
     equal-FLOPs table): config at that budget, ref's loss read at config's FLOPs there."""
     r = row(config, size, tpp)
-    at = report.at_flops([x for x in rows() if x['size'] == size and x['schedule'] == 'wsd'
+    at = stats.at_flops([x for x in rows() if x['size'] == size and x['schedule'] == 'wsd'
                           and x['config'] == ref], r['flops'])
     return stats.interval([x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at])
 
@@ -195,6 +196,20 @@ def claims():
                ', '.join(f"{c} {ms[c] / ms['gpt']:.2f}×" for c in order) + ", where their FLOPs per "
                "token are " + ', '.join(f"{flops_ratio(c, 'gpt', '3x96'):.2f}×" for c in order[:-1])
                + f" and {flops_ratio(order[-1], 'gpt', '3x96'):.2f}×"]
+    h100 = {(r['impl'], r['batch_size']): r for r in map(json.loads, open(
+        os.path.join(HERE, 'results', 'h100', 'side_by_side124.jsonl'), encoding='utf-8'))}
+    h200 = {'compile=True' in r['setup']: r['ours_over_reference'] for r in map(json.loads, open(
+        os.path.join(HERE, 'results', 'h200', 'side_by_side124.jsonl'), encoding='utf-8'))}
+    readme.append(f"on an H100 {h100['ours', 32]['tokens_per_s']:,.0f} against "
+                  f"{h100['nanogpt', 32]['tokens_per_s']:,.0f} tokens/s at batch 32 "
+                  f"({h100['ours', 32]['mfu']:.0%} MFU), on an H200 {h200[True]:.3f}× nanoGPT's with "
+                  f"`--compile` and {h200[False]:.3f}× without")
+    ex = rows('results/example_email.jsonl')
+    email_gap, tpp = [r for r in ex if r['config'] == 'llama'][0]['gap'], ex[0]['tokens'] / ex[0]['params']
+    budgets = [r['budget_value'] for r in rows() if r['size'] == '3x96' and r['schedule'] == 'wsd']
+    readme.append(f"**This example is early training** ({tpp:.1f} tokens per parameter): a gap there says "
+                  f"which block *starts* faster; llama's {-email_gap:.2f} is the kind of gap that shrank to a "
+                  f"fraction of itself in our study when training ran {max(budgets) // min(budgets)}× longer")
     sc = {(r['config'], r['size']): r['val'] for r in rows('results/h100/scaling_shakespeare.jsonl')}
     ez = [sc['gpt', s] - sc['primer_ez', s] for s in ('4x128', '8x512')]
     readme.append(f"its gain over gpt fell from {ez[0]:.3f} at 0.8M parameters to {ez[1]:.3f} at 25.3M")

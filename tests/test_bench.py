@@ -81,7 +81,7 @@ def test_plot_writes_a_png(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0, 2.5, 2.0], ms_per_iter=20)
     b = fake_run(tmp_path / 'b', [4.0, 2.8, 2.2, 1.9], ms_per_iter=30)
     png = str(tmp_path / 'runs.png')
-    assert report.plot_runs([a, b], png)
+    assert sweep.plot_runs([a, b], png)
     with open(png, 'rb') as f:
         data = f.read()
     assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
@@ -91,7 +91,7 @@ def test_plot_writes_a_png(tmp_path):
 def test_plot_without_matplotlib_is_one_line(tmp_path, monkeypatch, capsys):
     a = fake_run(tmp_path / 'a', [4.0, 3.0], ms_per_iter=20)
     monkeypatch.setitem(sys.modules, 'matplotlib', None)  # import matplotlib now raises ImportError
-    assert report.plot_runs([a], str(tmp_path / 'runs.png')) is False
+    assert sweep.plot_runs([a], str(tmp_path / 'runs.png')) is False
     assert capsys.readouterr().err == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
     assert not os.path.exists(tmp_path / 'runs.png')
 

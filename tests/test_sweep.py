@@ -189,8 +189,8 @@ def test_the_equal_flops_table_reads_the_reference_between_its_budgets_and_never
     assert cells[4] == '-0.2500 ± 1.9059 (n=2) (spans 0)'
     # between budgets: half-way in log FLOPs between 400 and 1600 (800) is the mean of the two
     g = [r for r in rs if r['config'] == 'gpt']
-    assert report.at_flops(g, 800.0) == pytest.approx({1: 2.5, 2: 2.8})
-    assert report.at_flops(g, 6401.0) is None and report.at_flops(g, 399.0) is None
+    assert stats.at_flops(g, 800.0) == pytest.approx({1: 2.5, 2: 2.8})
+    assert stats.at_flops(g, 6401.0) is None and stats.at_flops(g, 399.0) is None
 
 
 def test_t_quantiles_and_intervals_have_their_known_values():
@@ -1189,3 +1189,26 @@ def test_a_toy_budget_keeps_its_digits_and_a_setting_an_old_record_lacks_is_unre
     before it lacks is 'unrecorded' in a label, not '=None'."""
     assert [report.per_param(x) for x in (20.6, 1.25, 0.0123)] == ['20.6', '1.2', '0.012']
     assert report.shown({'device': 'cpu'}, ['device', 'threads']) == 'device=cpu, threads unrecorded'
+
+
+def test_the_regime_plot_bands_each_stretch_where_seeds_allow_and_ticks_as_tables_do(monkeypatch):
+    """A config with 3 seeds at some budgets and 1 at another gets its band over the 3-seed stretch
+    (not none at all, which said nothing); the budgets' ticks read as the tables' columns (1.2, not
+    1.25)."""
+    plt = report.pyplot()
+    if plt is None:
+        pytest.skip('no matplotlib')
+    recs = [{**record(c, s, 3.0 - b / 1000 + (c == 'x') * 0.1 + s / 100, budget=b), 'tokens': 125 * b,
+             'params': 100}
+            for c in ('gpt', 'x') for b in (1, 2, 4) for s in ((1,) if b == 1 else (1, 2, 3))]
+    rs = next(iter(report.regime_groups(report.summary_rows(recs)).values()))
+    seen = []
+    monkeypatch.setattr(report, 'save_png', lambda fig, png, axes=(), *a: seen.extend(axes) or True)
+    report.plot_regime(rs, 'unused.png', 'title')
+    ax = seen[0]
+    bands = [c for c in ax.collections if any(len(p.vertices) for p in c.get_paths())]
+    assert len(bands) == 1  # x's, over budgets 2 and 4 (n=3), none at budget 1 (n=1)
+    xs = [v[0] for p in bands[0].get_paths() for v in p.vertices]
+    assert min(xs) == pytest.approx(2.5) and max(xs) == pytest.approx(5.0)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ['1.2', '2.5', '5.0']
+    plt.close('all')
