@@ -223,7 +223,7 @@ def claims():
                "start: `results/ci_2026-11-28.txt`)",
                f"{ci['the quick start took']} s end to end on an idle 2-core CPU, packages installed (CI's "
                "fresh clone, 2026-11-28: `results/ci_2026-11-28.txt`)",
-               f"the same table and plot, {ci[r'sweep.py --quick took']} s in CI's fresh clone"]
+               f"the same table and plot, {ci[r'sweep.py --quick took']} s in a CI run's fresh clone"]
     tests_s = int(ci['tests done at']) - int(ci['set up in'])
     guide = [f"took {ci['ok in']} s on a fresh clone on a 2-core machine like CI's ({ci['set up in']} s set-up, "
              f"{tests_s} s of tests, {ci['the quick start took']} s of quick start, {ci[r'sweep.py --quick took']} s"
