@@ -419,7 +419,9 @@ def flops_tables(rs):
     cell = {(r['label'], r['budget_value']): r for r in rs}
     out = []
     for ref in references(rs) if all(r['flops'] > 0 for r in rs) else ():
-        def gap(r, theirs=[r for r in rs if r['label'] == ref]):
+        theirs = [r for r in rs if r['label'] == ref]
+
+        def gap(r):  # config r's gap to ref's loss read at r's FLOPs
             at = at_flops(theirs, r['flops']) or {}
             diffs = [x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at]
             return gap_text(*interval(diffs)) if diffs else '–'

@@ -19,6 +19,8 @@ import report  # noqa: E402
 import stats  # noqa: E402
 
 SHAPES = 'results/shapes_stdlib.jsonl,results/h200/shapes_site.jsonl'
+# a claim whose condition the records no longer meet: a phrase no document holds, so it fails
+CHANGED = '(the records no longer support this sentence)'
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +128,7 @@ def claims():
         f"it leads at 1.2 and 2.5 ({MO('5x288', 1.2)}, {MO('5x288', 2.5)}) and already trails at 5 "
         f"({MO('5x288', 5, 3)}), 10 ({MO('5x288', 10, 3)}",
         f"and 20 ({MO('5x288', 20, 3)})",
-        f"as much at 5×288: {ML('3x96', 5.2, 3, False)}, {ML('3x96', 10.3, 3, False)} and "
+        f"as much at 5×288 at its three largest budgets: {ML('3x96', 5.2, 3, False)}, {ML('3x96', 10.3, 3, False)} and "
         f"{ML('3x96', 20.6, 3, False)} at 5.2, 10.3 and 20.6 at 3×96",
         f"{MLO('5x288', 5, 3, False)}, {MLO('5x288', 10, 3, False)} and {MLO('5x288', 20, 3, False)} "
         "at 5×288 (one seed",
@@ -146,12 +148,12 @@ def claims():
         f"{floor_128:.1f} within the intervals) and {ratio_288:.0f} at 5×288 (one seed)",
         f"3. gMLP beats GPT-2's block early and trails it late ({M('3x96', 20.6, 3, False)} behind at "
         "3×96, 20.6 tok/param); at equal training FLOPs it leads gpt at every budget read at 3×96 ("
-        if all(stats.holds_zero(*g[:2]) is False and g[0] < 0 for g in read_96) else 'not',
+        if all(stats.holds_zero(*g[:2]) is False and g[0] < 0 for g in read_96) else CHANGED,
         f"{num(-flops_gap('gmlp', 'gpt', '3x96', 20.6)[0], 3)} ± {num(flops_gap('gmlp', 'gpt', '3x96', 20.6)[1], 3)} "
         f"ahead at 20.6: it spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token there); at "
         f"5×288 (one seed, {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs) it trails at 5 and 10 tokens "
         "per parameter either way." if all(gap('gmlp', 'gpt', '5x288', x)[0] > 0 and flops_gap(
-            'gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else 'not',
+            'gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
         f"at equal FLOPs its late gap to llama is not resolved ({num(flops_gap('gmlp', 'llama', '3x96', 20.6)[0], 3, True)}"
         f" ± {num(flops_gap('gmlp', 'llama', '3x96', 20.6)[1], 3)} at 20.6).",
         f"5. Primer EZ's changes give the largest late gains "
@@ -228,8 +230,102 @@ def claims():
     guide = [f"took {ci['ok in']} s on a fresh clone on a 2-core machine like CI's ({ci['set up in']} s set-up, "
              f"{tests_s} s of tests, {ci['the quick start took']} s of quick start, {ci[r'sweep.py --quick took']} s"
              " of `sweep.py --quick`"]
-    return ([('README.md', p) for p in readme] + [('GUIDE.md', p) for p in guide]
+    return ([('README.md', p) for p in readme + readme_setup()] + [('GUIDE.md', p) for p in guide]
             + [('RESULTS.md', p) for p in results()])
+
+
+def source(path):
+    """A committed file's text (relative to the repository)."""
+    return open(os.path.join(HERE, path), encoding='utf-8').read()
+
+
+def tpps(size, schedule='wsd'):
+    """The tokens per parameter of a shape's budgets, smallest first, as the tables print them."""
+    rs = [r for r in rows() if r['size'] == size and r['schedule'] == schedule]
+    return [float(report.per_param(t)) for t in sorted(report.tokens_per_param(rs).values())]
+
+
+def grid(config, size, tpp):
+    """(best lr, its number of seeds, the lrs tried on seed 1) of config at that shape and budget."""
+    r = row(config, size, tpp)
+    tried = sorted({x['lr'] for x in stats.read_many(','.join(os.path.join(HERE, p) for p in SHAPES.split(',')))
+                    if x['config'] == config and x['size'] == size and x['schedule'] == 'wsd'
+                    and x['budget_value'] == r['budget_value'] and x['seed'] == 1})
+    return f"{r['lr']:.0e}".replace('e-0', 'e-'), len(r['runs']), [f"{x:.0e}".replace('e-0', 'e-') for x in tried]
+
+
+def readme_setup():
+    """README's phrases that state a setting, a size or a count: each from the records or the code."""
+    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    quick = source('configs/quick.py')
+    sys.path.insert(0, os.path.join(HERE))
+    from prepare import pydoc_corpus
+    mb = sum(d.size for d in pydoc_corpus()[0]) / 1e6
+    ci_loss = re.search(r"quick start's val loss ([\d.]+) is README's", source('results/ci_2026-11-28.txt')).group(1)
+    words = {1: 'one', 2: 'two', 3: 'three'}
+    top, early, late = tpps('3x96')[-1], min(tpps(s)[0] for s in ('3x96', '4x128', '5x288')), \
+        [tpps(s)[-1] for s in ('3x96', '4x128', '5x288')]
+    by128 = [r for r in rows() if r['size'] == '4x128']
+    lr128 = {f"{r['lr']:.0e}".replace('e-0', 'e-') for r in by128}
+    assert len(lr128) == 1, lr128
+    n128 = {len(r['runs']) for r in by128}
+    site = [r for r in stats.read_results(os.path.join(HERE, 'results', 'h200', 'shapes_site.jsonl'))]
+    seeds288 = sorted({r['seed'] for r in site})
+    batch = {s: {(r['batch_size'], r['block_size']) for r in stats.read_many(','.join(
+        os.path.join(HERE, p) for p in SHAPES.split(','))) if r['size'] == s} for s in ('3x96', '5x288')}
+    assert all(len(b) == 1 for b in batch.values()), batch
+    (b96, t96), (b288, t288) = batch['3x96'].pop(), batch['5x288'].pop()
+    single = [t for t in tpps('3x96') if gap('gmlp', 'llama', '3x96', t)[2] == 1]
+    swi = [t for t in tpps('3x96') if gap('swiglu', 'gpt', '3x96', t)[2] == 1]
+    assert swi == tpps('3x96')[:len(swi)], swi
+    mark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if report.change_marks(
+        [row('gmlp', '3x96', a), row('gmlp', '5x288', b)], report.gap_of('gpt'))[0].startswith('flips (unresolved)')]
+    g_best = [grid('gmlp', '3x96', t) for t in tpps('3x96')]
+    settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
+    ez = grid('primer_ez', '3x96', top)
+    sched_n = {gap('llama', 'gpt', '3x96', top, s)[2] for s in ('wsd', 'cosine')}
+    probe = {(r['width'], r['T'], r['N']) for r in map(json.loads, open(os.path.join(HERE, 'results', 'probe.jsonl'),
+                                                                          encoding='utf-8'))}
+    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    import sweep
+    q = sweep.QUICK
+    header, iters = re.search(r'# parameters: ([0-9.]+M)', quick).group(1), int(re.search(r'max_iters = (\d+)', quick).group(1))
+    chars = re.search(r'max_new_tokens: int = (\d+)', source('sample.py')).group(1)
+    minutes = float(re.search(r"DEADLINE_S., ([0-9.]+)", source('results/gpu_mfu.py')).group(1)) / 60
+    first = max(tpps(s)[0] for s in ('3x96', '4x128', '5x288'))
+    return [f"within {tol:.0%} or a one-line error", f"more than {tol:.0%} from gpt's parameters",
+            f"within {tol:.0%} of gpt's, a shrunken run",
+            f"`pydoc_data.topics`, {mb:.2f} MB, char-level",
+            f"trains a {header}-parameter GPT on it for {iters:,} iterations", f"streams {chars} characters",
+            f"Final val loss {ci_loss} on 2 CPU cores",
+            f"at 3×96 ({words[len(single)]} seed at {', '.join(f'{t:g}' for t in single)})",
+            f"(3×96; one seed below {tpps('3x96')[len(swi)]:g} tokens per parameter)",
+            f"**early** is a shape's fewest tokens per parameter ({early:g}–{first:g}), "
+            f"**late** its most ({min(late):.0f}–{max(late):g})",
+            f"batch {b96} × {t96}, on the 2-core CPU",
+            f"with a learning-rate grid at seed 1 (the best at {top:g} tokens per parameter inside it) and three "
+            f"seeds at that best (below {top:g} a best lr run on seed 1 only says",
+            f"gpt and llama at lr {lr128.pop()} (untuned), {words[min(n128)]} seeds, {tpps('4x128')[0]:g} to "
+            f"{tpps('4x128')[-1]:g} tokens per parameter",
+            f"batch {b288} × {t288}, bf16, compiled",
+            f"a learning-rate grid at seed {seeds288[0]} only, {tpps('5x288')[0]:g} to {tpps('5x288')[-1]:g} tokens "
+            f"per parameter (seeds 2 and 3 wait" if seeds288 == [1] else CHANGED,
+            f"At 4×128 both ran untuned at lr {grid('llama', '4x128', 10.1)[0]}",
+            f"At 3×96's top budget, {top:g} tokens per parameter, llama leads by",
+            f"At 3×96 ({g_best[-1][1]} seeds at lr {g_best[-1][0]}, the best of {', '.join(g_best[-1][2][:-1])} and "
+            f"{g_best[-1][2][-1]} from {tpps('3x96')[settled]:g} tokens per parameter on)",
+            f"marks the gap at {' and '.join(f'{t:g}' for t in mark)} `flips (unresolved)`",
+            "it trails at 5 and 10 tokens per parameter at equal FLOPs too (one seed)" if all(
+                flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
+            f"(3×96, {top:g} tokens per parameter, gpt and llama each at its own best lr under each schedule, "
+            f"{sched_n.pop()} seeds;" if len(sched_n) == 1 else CHANGED,
+            f"(3×96 only, one val set; lr {ez[0]}, the best of {', '.join(ez[2][:-1])} and {ez[2][-1]} at "
+            f"{top:g} on seed 1, {ez[1]} seeds there;",
+            "one cell: width {}, T = {}, N = {};".format(*probe.pop()) if len(probe) == 1 else CHANGED,
+            f"two blocks, {len({r['seed'] for r in email})} seeds" if len({r['config'] for r in email}) == 2 else CHANGED,
+            f"Its table ({email[0]['size']}, adamw, max_iters={email[0]['budget_value']} in every row",
+            f"gmlp at a toy size, {q['seeds']} seeds × {len(q['learning_rate'])} lrs",
+            f"and every block with the best, in {minutes:.0f} minutes"]
 
 
 def bench_rows(path):
@@ -327,7 +423,39 @@ def missing():
                if phrase in docs[doc]])
 
 
+# what names something rather than states a measurement, blanked before numbers are looked for: the
+# report's tables (tests/doc_tables.py draws them), code, links and images, shapes, sections, dates,
+# list items, papers, and the marks' definitions
+NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*\n?[^`\n]*`', r'!\[[^\]]*\]\([^)]*\)',
+         r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+of width \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. ',
+         r'\b20\d\d-\d\d-\d\d\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
+         r'et al\. \d{4}', r'sec\. [\d.]+', r'\b95% (?=t |confidence|interval)',
+         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
+         r'(?:exclude|excludes|include|includes|spans|about|below) 0\b']
+NUMBER = re.compile(r'(?<![\w.])[−+-]?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
+
+
+def untested(doc, raw=None):
+    """(line, number) for each number in doc's prose (or in `raw`, read as doc) that no claim's
+    phrase holds and that names nothing (NAMES): a number a test does not recompute."""
+    raw = source(doc) if raw is None else raw
+    text = raw
+    for pattern in NAMES:
+        text = re.sub(pattern, lambda m: re.sub(r'\S', ' ', m.group()), text, flags=re.S)
+    held = bytearray(len(raw))
+    for d, phrase in claims():
+        if d == doc:
+            for m in re.finditer(r'\s+'.join(map(re.escape, phrase.split())), raw):
+                held[m.start():m.end()] = b'\1' * (m.end() - m.start())
+    return [(raw.count('\n', 0, m.start()) + 1, m.group()) for m in NUMBER.finditer(text)
+            if not all(held[m.start():m.end()])]
+
+
 if __name__ == '__main__':
     for doc, what in missing():
         print(f"{doc}: {what}")
     print(f"{len(claims())} claims, {len(missing())} not in their document")
+    for doc in ('README.md', 'RESULTS.md'):
+        found = untested(doc)
+        print(f"{doc}: {len(found)} numbers in prose that no claim holds"
+              + (': ' + ', '.join(f"{n} (line {line})" for line, n in found[:40]) if found else ''))

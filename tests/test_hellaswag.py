@@ -14,7 +14,6 @@ import pytest
 
 import prepare
 import train
-from configurator import UsageError
 import dataset
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository

@@ -7,7 +7,6 @@ are accepted, and user errors are one line with no traceback.
 """
 import base64
 import dataclasses
-import glob
 import json
 import os
 import re
