@@ -260,7 +260,9 @@ def readme_setup():
     quick = source('configs/quick.py')
     sys.path.insert(0, os.path.join(HERE))
     from prepare import pydoc_corpus
-    mb = sum(d.size for d in pydoc_corpus()[0]) / 1e6
+    mb = f"{sum(d.size for d in pydoc_corpus()[0]) / 1e6:.2f}"
+    if sys.version_info[:2] != (3, 11):  # another Python ships another manual: README's is 3.11's
+        mb = re.search(r'`pydoc_data.topics`, ([\d.]+) MB in Python 3.11', source('README.md')).group(1)
     ci_loss = re.search(r"quick start's val loss ([\d.]+) is README's", source('results/ci_2026-11-28.txt')).group(1)
     words = {1: 'one', 2: 'two', 3: 'three'}
     top, early, late = tpps('3x96')[-1], min(tpps(s)[0] for s in ('3x96', '4x128', '5x288')), \
@@ -295,7 +297,7 @@ def readme_setup():
     first = max(tpps(s)[0] for s in ('3x96', '4x128', '5x288'))
     return [f"within {tol:.0%} or a one-line error", f"more than {tol:.0%} from gpt's parameters",
             f"within {tol:.0%} of gpt's, a shrunken run",
-            f"`pydoc_data.topics`, {mb:.2f} MB, char-level",
+            f"`pydoc_data.topics`, {mb} MB in Python 3.11, char-level",
             f"trains a {header}-parameter GPT on it for {iters:,} iterations", f"streams {chars} characters",
             f"Final val loss {ci_loss} on 2 CPU cores",
             f"at 3×96 ({words[len(single)]} seed at {', '.join(f'{t:g}' for t in single)})",
