@@ -9,6 +9,7 @@ the claims a document no longer holds.
 import contextlib
 import functools
 import json
+import math
 import os
 import re
 import sys
@@ -231,7 +232,7 @@ def claims():
              f"{tests_s} s of tests, {ci['the quick start took']} s of quick start, {ci[r'sweep.py --quick took']} s"
              " of `sweep.py --quick`"]
     return ([('README.md', p) for p in readme + readme_setup()] + [('GUIDE.md', p) for p in guide]
-            + [('RESULTS.md', p) for p in results()])
+            + [('RESULTS.md', p) for p in results() + results_1a() + results_1b() + results_1c()])
 
 
 def source(path):
@@ -363,9 +364,7 @@ def lr_gap(config, size, budget, low, high, paths=SHAPES):
 
 def results():
     """The phrases of RESULTS.md §1, §4 and §6 whose numbers come from records or committed logs."""
-    out = [f"already behind at 5 ({one('gmlp', 'gpt', '5x288', 5, 3)}), 10 ({one('gmlp', 'gpt', '5x288', 10, 3)}"
-           f"; §4's earlier untuned run: +0.084) and 20 ({one('gmlp', 'gpt', '5x288', 20, 3)})",
-           f"grid's edge, {lr_gap('gpt', '5x288', 1560, 2e-3, 4e-3):.4f} ahead of 4e-3 on one seed",
+    out = [f"grid's edge, {lr_gap('gpt', '5x288', 1560, 2e-3, 4e-3):.4f} ahead of 4e-3 on one seed",
            f"4e-3 ({lr_gap('gpt', '5x288', 3125, 4e-3, 2e-3):.4f} ahead of 2e-3)",
            f"(2e-3 within {abs(lr_gap('llama', '3x96', 1920, 2e-3, 4e-3)):.4f} of it there, 3 seeds each)"]
     # the first 5x288 study's log: a grid ends when its extension starts, which the stop ends
@@ -403,6 +402,306 @@ def results():
     return out
 
 
+
+def lr(x):
+    """An lr as the prose writes it: 4e-3, 1.6e-2."""
+    return f"{x:.1e}".replace('.0e', 'e').replace('e-0', 'e-')
+
+
+def records(paths=SHAPES):
+    """The raw records of these results files (relative to the repository)."""
+    return stats.read_many(','.join(os.path.join(HERE, p) for p in paths.split(',')))
+
+
+def mean_val(config, size, budget, at, schedule='wsd', paths=SHAPES):
+    """(mean val loss, seeds) of config's runs at lr `at` on that budget."""
+    vals = [r['val_loss'] for r in records(paths) if r['config'] == config and r['size'] == size
+            and r['schedule'] == schedule and r['budget_value'] == budget and r['lr'] == at]
+    return sum(vals) / len(vals), len(vals)
+
+
+def below_top(size='3x96'):
+    """Where seed 1 picks another lr below the top budget than at it and no other seed ran:
+    'primer_ez's 8e-3 up to 10.3, ...'."""
+    ts = tpps(size)
+    out = []
+    for c in sorted({r['config'] for r in rows() if r['size'] == size and r['schedule'] == 'wsd'},
+                    key=stats.arch_key):
+        best = row(c, size, ts[-1])['lr']
+        other = [t for t in ts[:-1] if row(c, size, t)['lr'] != best and len(row(c, size, t)['runs']) == 1]
+        if other:
+            where = (f"up to {other[-1]:g}" if other == ts[:len(other)] and len(other) > 2
+                     else 'at ' + ' and '.join(f"{t:g}" for t in other))
+            out.append(f"{c}'s {lr(row(c, size, other[0])['lr'])} {where}")
+    return ', '.join(out)
+
+
+def what_ran(size_order=('3x96', '4x128')):
+    """§1a's list: each config's lrs and seeds at the largest budget of each shape and schedule."""
+    out = []
+    rs = [r for r in records('results/shapes_stdlib.jsonl')]
+    for size in size_order:
+        for sched in ('cosine', 'wsd'):
+            mine = [r for r in rs if r['size'] == size and r['schedule'] == sched]
+            if not mine:
+                continue
+            top = max(r['budget_value'] for r in mine)
+            for c in sorted({r['config'] for r in mine}):
+                at = [r for r in mine if r['config'] == c and r['budget_value'] == top]
+                lrs = sorted({r['lr'] for r in at})
+                out.append(f"{c} at {size}, {sched}: " + ', '.join(
+                    f"lr {x:g} ({stats.seeds_text(sorted(r['seed'] for r in at if r['lr'] == x))})" for x in lrs))
+    return '; '.join(out)
+
+
+def results_1a():
+    """RESULTS.md §1a's phrases: its setup, what ran, and what it shows."""
+    top = tpps('3x96')[-1]
+    rs = records('results/shapes_stdlib.jsonl')
+    flags = dict(f.split('=', 1) for f in [r for r in rs if r['size'] == '3x96'][0]['command'].split() if f.startswith('--'))
+    v96 = [r for r in rs if r['size'] == '3x96']
+    budgets = sorted({r['budget_value'] for r in v96})
+    nb = int(v96[0]['val_set'].split()[0])
+    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    params = {s: {r['config']: r['params'] for r in rs if r['size'] == s} for s in ('3x96', '4x128')}
+    assert all(abs(p / ps['gpt'] - 1) <= tol for ps in params.values() for p in ps.values())
+    cool = float(re.search(r'cooldown_frac: float = ([\d.]+)', source('train.py')).group(1))
+    b128 = sorted({r['budget_value'] for r in rs if r['size'] == '4x128'})
+    lr128 = {r['lr'] for r in rs if r['size'] == '4x128'}
+    assert len(lr128) == 1
+    noise = max(r[k] for r in rows() if r['size'] in ('3x96', '4x128') for k in ('eval_se', 'eval_se_llama')
+                if r.get(k) is not None)
+    first = records('results/regime_stdlib.jsonl')
+    nb_first = int(first[0]['val_set'].split()[0])
+    mach = {r['machine'] for r in rs}
+    assert len(mach) == 1, mach
+    torch_v = re.search(r'torch (\S+)', mach.pop()).group(1)
+    R = 'results/regime_stdlib.jsonl'
+    cpython = re.search(r'cpython ([\d.]+)', v96[0]['corpus']).group(1)
+    ez, sw, gm = grid('primer_ez', '3x96', top), grid('swiglu', '3x96', top), grid('gmlp', '3x96', top)
+    lo = {c: [row(c, '3x96', t) for t in tpps('3x96')[:-1]] for c in ('primer_ez', 'swiglu')}
+    seed3 = {c: [x['val_loss'] for x in row(c, '4x128', 10.1)['runs'] if x['seed'] == 3][0] for c in ('llama', 'gpt')}
+    l4, l2 = mean_val('llama', '3x96', 1920, 4e-3), mean_val('llama', '3x96', 1920, 2e-3)
+    ends = {c: (row(c, '3x96', top, 'cosine'), row(c, '3x96', top, 'wsd')) for c in ('gpt', 'llama')}
+    y = report.gap_of('gpt')
+    by = [row('llama', '3x96', top, s)[f'{y}_by_seed'] for s in ('cosine', 'wsd')]
+    ratios = sorted((by[0][k] / by[1][k] for k in by[0]), reverse=True)
+    sched = report.contrast(row('llama', '3x96', top, 'wsd'), row('llama', '3x96', top, 'cosine'), y, 1, 1, True)
+    cos, wsd = (gap('llama', 'gpt', '3x96', top, s) for s in ('cosine', 'wsd'))
+    lg = {x: mean_val('llama', '3x96', 3840, x) for x in (1e-3, 2e-3, 4e-3)}
+    s1 = {x: [r['val_loss'] for r in rs if r['config'] == 'llama' and r['size'] == '3x96' and r['schedule'] == 'wsd'
+              and r['budget_value'] == 3840 and r['lr'] == x and r['seed'] == 1][0] for x in (1e-3, 2e-3, 4e-3)}
+    return [
+        f"({stats.t_quantile(0.975, 1):.2f} standard errors for two seeds, {stats.t_quantile(0.975, 2):.2f} for three)",
+        f"with two seeds that is a {2 * math.atan(2) / math.pi:.0%} interval, not {stats.CONFIDENCE:.0%}",
+        f"{nb} batches of {v96[0]['batch_size']} × {v96[0]['block_size']} bytes",
+        f"CPython {cpython}'s standard library, byte-level), "
+        f"context {v96[0]['block_size']}, batch {v96[0]['batch_size']} × {v96[0]['block_size']}",
+        f"(heads of {96 // int(flags['--n_head'])}, {params['3x96']['gpt'] / 1e3:.0f}k parameters, every config "
+        f"matched to gpt's within {tol:.0%})",
+        f"budgets {', '.join(f'{b:,}' for b in budgets[:-1])} and {budgets[-1]:,} iterations = **{tpps('3x96')[0]:g} "
+        f"to {top:g} tokens per parameter**",
+        f"(warmup {flags['--warmup_iters']}, constant, a 1 − √ cooldown to lr/"
+        f"{float(flags['--learning_rate']) / float(flags['--min_lr']):.0f} over the last "
+        f"{ {0.2: 'fifth', 0.25: 'quarter'}[cool] };",
+        f"**4 layers × 128** ({params['4x128']['gpt'] / 1e3:.0f}k parameters, budgets {b128[0]:,} to {b128[-1]:,} = "
+        f"{tpps('4x128')[0]:g} to {tpps('4x128')[-1]:g} tokens per parameter): gpt and llama at lr "
+        f"{lr(lr128.pop())} (not tuned there), seeds 1-3",
+        f"over the {nb} val batches a gap between two configs has a standard error of at most {noise:.4f}",
+        f"at {nb_first} batches (the first study's) it is about twice that, {noise * math.sqrt(nb / nb_first):.3f}",
+        f"A val loss's own standard error over its batches is about "
+        f"{sum(r['val_se'] for r in v96) / len(v96):.3f}",
+        f"**What ran** ({len(rs)} records, the 2-core x86-64 VM, torch {torch_v}, float32",
+        f"at the largest budget of each: {what_ran()}.",
+        f"seeds 2 and 3 at the lrs that seed 1 picks below {top:g} where they differ from the best at {top:g} "
+        f"({below_top()})",
+        f"**At 4×128** (gpt and llama, lr {grid('llama', '4x128', 10.1)[0]}, not tuned there, seeds 1-3",
+        f"(3×96, {budgets[-1]:,} iterations = {top:g} tokens per parameter, each config",
+        # what it shows
+        f"(3×96 only; lr grid {', '.join(ez[2])} at seed 1, best {ez[0]} at {top:g} for both, inside the grid; "
+        f"{ez[1]} seeds there): at {top:g} tokens per parameter primer_ez leads gpt by "
+        f"**{num(-gap('primer_ez', 'gpt', '3x96', top)[0], 3)} ± {num(gap('primer_ez', 'gpt', '3x96', top)[1], 3)}** "
+        f"and llama by {num(-gap('primer_ez', 'llama', '3x96', top)[0], 3)} ± "
+        f"{num(gap('primer_ez', 'llama', '3x96', top)[1], 3)}; llama_primer leads llama by "
+        f"**{num(-gap('llama_primer', 'llama', '3x96', top)[0], 3)} ± {num(gap('llama_primer', 'llama', '3x96', top)[1], 3)}** "
+        f"and gpt by {num(-gap('llama_primer', 'gpt', '3x96', top)[0], 3)} ± "
+        f"{num(gap('llama_primer', 'gpt', '3x96', top)[1], 3)}.",
+        "Below {:g}, on seed 1 at its best lr there, primer_ez's gap to llama is {}: its lead over llama "
+        "is resolved at {:g} only.".format(top, ', '.join(f"{num(x['gap_llama'], 3, True)} at {t:g}" for x, t in
+                                                           zip(lo['primer_ez'], tpps('3x96'))), top),
+        f"From {tpps('3x96')[0]:g} to {top:g} primer_ez's lead over gpt goes from "
+        f"{num(-lo['primer_ez'][0]['gap'], 2)} to {num(-gap('primer_ez', 'gpt', '3x96', top)[0], 2)}, llama_primer's "
+        f"from {num(-gap('llama_primer', 'gpt', '3x96', 1.3)[0], 2)} to {num(-gap('llama_primer', 'gpt', '3x96', top)[0], 2)}, "
+        f"llama's from {num(-gap('llama', 'gpt', '3x96', 1.3)[0], 2)} to {num(-gap('llama', 'gpt', '3x96', top)[0], 3)}",
+        f"The first study's two seeds on their own val sets gave {pm('primer_ez', 'gpt', '3x96', 20.6, paths=R)} "
+        f"and {pm('llama_primer', 'llama', '3x96', 20.6, paths=R)}",
+        f"(3×96 only; lr grid {', '.join(sw[2])} at seed 1, best {sw[0]} at {top:g}, inside the grid; {sw[1]} seeds "
+        f"there): swiglu − gpt is not resolved at any budget ({pm('swiglu', 'gpt', '3x96', top, 3)} at {top:g}; at "
+        f"5.2 and 10.3 the intervals span 0 too, ± {num(gap('swiglu', 'gpt', '3x96', 5.2)[1], 3)} and ± "
+        f"{num(gap('swiglu', 'gpt', '3x96', 10.3)[1], 3)}; at 1.3 and 2.6 seed 1 picks "
+        f"{lr(lo['swiglu'][0]['lr'])}, run on seed 1 only: {num(lo['swiglu'][0]['gap'], 3)}, "
+        f"{num(lo['swiglu'][1]['gap'], 3)}, n=1)",
+        f"behind llama by {num(gap('swiglu', 'llama', '3x96', top)[0], 3)} ± {num(gap('swiglu', 'llama', '3x96', top)[1], 3)} "
+        f"at {top:g} (first study: {pm('swiglu', 'llama', '3x96', 20.6, paths=R)})",
+        f"llama leads gpt by {pm('llama', 'gpt', '4x128', 1.3, sign=False).replace('−', '')} at 1.3 tokens per parameter, "
+        f"{pm('llama', 'gpt', '4x128', 2.5, sign=False).replace('−', '')} at 2.5 and "
+        f"{pm('llama', 'gpt', '4x128', 5.0, sign=False).replace('−', '')} at 5.0, and by "
+        f"{num(-gap('llama', 'gpt', '4x128', 10.1)[0], 3)} ± {num(gap('llama', 'gpt', '4x128', 10.1)[1], 3)} at 10.1, "
+        f"an interval that spans 0: llama's seed 3 ended at {seed3['llama']:.4f}, level with gpt's "
+        f"{seed3['gpt']:.4f} on that seed",
+        f"At 3×96's matching budget (10.3) 4e-3 is llama's best lr too ({l4[0]:.4f} against 2e-3's {l2[0]:.4f}, "
+        f"{l4[1]} seeds each)" if l4[0] < l2[0] and l4[1] == l2[1] else CHANGED,
+        f"llama leads gpt at every budget; at {top:g} tokens per parameter by "
+        f"**{num(-gap('llama', 'gpt', '3x96', top)[0], 3)} ± {num(gap('llama', 'gpt', '3x96', top)[1], 3)} "
+        f"({gap('llama', 'gpt', '3x96', top)[2]} seeds)**, a resolved gap a ninth of the one at 1.3 "
+        f"({pm('llama', 'gpt', '3x96', 1.3, sign=False).replace('−', '')})"
+        if 8.5 < gap('llama', 'gpt', '3x96', 1.3)[0] / gap('llama', 'gpt', '3x96', top)[0] < 9.5 else CHANGED,
+        f"The first study's two seeds on their own val sets gave the same "
+        f"{num(-gap('llama', 'gpt', '3x96', 20.6, paths=R)[0], 2)}, with an interval "
+        f"(± {num(gap('llama', 'gpt', '3x96', 20.6, paths=R)[1], 2)}) that held 0",
+        f"(lr grid {', '.join(gm[2])} at seed 1; {gm[0]} best at {top:g} for both, inside the grid; seeds 1-3 there",
+        f"at {top:g} gMLP is behind llama by {pm('gmlp', 'llama', '3x96', top, 4)} and behind gpt by "
+        f"{pm('gmlp', 'gpt', '3x96', top, 4)}, having led gpt by {pm('gmlp', 'gpt', '3x96', 5.2, sign=False).replace('−', '')} "
+        f"at 5.2 and {pm('gmlp', 'gpt', '3x96', 10.3, sign=False).replace('−', '')} at 10.3",
+        f"gpt_rope's gaps at {top:g} span 0 ({pm('gpt_rope', 'gpt', '3x96', top, 4)} to gpt)",
+        f"gpt ends {ends['gpt'][0]['val'] - ends['gpt'][1]['val']:.3f} worse under cosine than under WSD at its own best "
+        f"lr ({ends['gpt'][0]['val']:.4f} against {ends['gpt'][1]['val']:.4f}), llama "
+        f"{ends['llama'][0]['val'] - ends['llama'][1]['val']:.3f} worse ({ends['llama'][0]['val']:.4f} against "
+        f"{ends['llama'][1]['val']:.4f}); llama − gpt is {num(wsd[0], 3)} ± {num(wsd[1], 3)} under WSD and "
+        f"{num(cos[0], 3)} ± {num(cos[1], 3)} under cosine",
+        f"seed it grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} under cosine",
+        f"the means' doubling ({cos[0] / wsd[0]:.1f}×) is not: one seed's ratio is {ratios[-1]:.1f} "
+        f"({ratios[0]:.1f} and {ratios[1]:.1f} the others)",
+        f"At 4×128 ({len(row('llama', '4x128', 10.1)['runs'])} seeds, lr {grid('llama', '4x128', 10.1)[0]} for both, "
+        "untuned)",
+        "under cosine; gpt's, primer_ez's, llama_primer's and swiglu's {}, gpt_rope's and gMLP's {}, each inside "
+        "its grid".format(*sorted({lr(row(c, '3x96', top)['lr']) for c in ('gpt', 'primer_ez', 'llama_primer', 'swiglu')}),
+                          *sorted({lr(row(c, '3x96', top)['lr']) for c in ('gpt_rope', 'gmlp')}))
+        if all(not row(c, '3x96', top)['edge'] for c in ('gpt', 'primer_ez', 'llama_primer', 'swiglu', 'gpt_rope', 'gmlp'))
+        else CHANGED,
+        f"llama's best at {top:g} is 2e-3 under WSD (4e-3 {s1[4e-3] - s1[2e-3]:.3f} behind it on seed 1, 1e-3 "
+        f"{s1[1e-3] - s1[2e-3]:.3f} behind) and {lr(row('llama', '3x96', top, 'cosine')['lr'])} under cosine"
+        if min(lg, key=lambda x: lg[x][0]) == 2e-3 else CHANGED,
+    ]
+
+
+
+def results_1b(R='results/regime_stdlib.jsonl'):
+    """RESULTS.md §1b's phrases: the first study, each seed on its own val batches."""
+    rs = records(R)
+    budgets = sorted({r['budget_value'] for r in rs if r['size'] == '3x96'})
+    said = [('primer_ez', 'gpt'), ('llama_primer', 'gpt'), ('llama_primer', 'llama'), ('swiglu', 'llama'),
+            ('reglu', 'llama'), ('gmlp', 'llama')]
+    told = {(c, ref) for c in {r['config'] for r in rs} for ref in ('gpt', 'llama') if c != ref
+            and not stats.holds_zero(*gap(c, ref, '3x96', 20.6, paths=R)[:2])}
+    told -= {('gpt', 'llama'), ('llama', 'gpt')} if stats.holds_zero(*gap('llama', 'gpt', '3x96', 20.6, paths=R)[:2]) \
+        else set()
+    told = {(c, ref) for c, ref in told if (ref, c) not in said}  # a gap and its mirror are one
+    P = functools.partial(pm, size='3x96', tpp=20.6, paths=R)
+    return [
+        f"({int(rs[0]['val_set'].split()[0])} batches drawn from the run's seed",
+        f"bracketing each best at {budgets[0]} and {budgets[-1]:,} iterations, **two seeds** at each best lr at "
+        f"{budgets[-1]:,}",
+        f"{len(rs)} records, 2026-11-25",
+        f"at 20.6 tokens per parameter primer_ez ahead of gpt ({P('primer_ez', 'gpt')}), llama_primer ahead of gpt "
+        f"({P('llama_primer', 'gpt')}) and of llama ({P('llama_primer', 'llama')}), and swiglu, reglu and gMLP behind "
+        f"llama ({P('swiglu', 'llama')}, {P('reglu', 'llama')}, {P('gmlp', 'llama')}); at 1.3, llama ahead of gpt "
+        f"({pm('llama', 'gpt', '3x96', 1.3, paths=R)}). Every other gap at 20.6 spans 0"
+        if told == set(said) else CHANGED,
+        f"at the 4×128 pilot its gap to llama goes from {one('llama_primer', 'llama', '4x128', 5.0, paths=R)} at "
+        f"5.0 to {one('llama_primer', 'llama', '4x128', 10.1, paths=R)} at 10.1 tokens per parameter (one seed)",
+    ]
+
+
+def eager_vs_compiled():
+    """The 5x288 grids run eager (one H200) and compiled (one H100): {(config, lr, seed, budget):
+    compiled - eager val loss}, and each side's best lr and loss per (config, budget)."""
+    key = lambda r: (r['config'], r['lr'], r['seed'], r['budget_value'])  # noqa: E731
+    eager = {key(r): r['val_loss'] for r in records('results/h200/shapes_site_eager.jsonl')}
+    comp = {key(r): r['val_loss'] for r in records('results/h200/shapes_site.jsonl')
+            if r['schedule'] == 'wsd' and key(r) in eager}
+    best = {}
+    for side, vals in (('eager', eager), ('compiled', comp)):
+        for (c, x, _, b), v in vals.items():
+            if (c, x, 1, b) in comp and ((side, c, b) not in best or v < best[side, c, b][1]):
+                best[side, c, b] = (x, v)
+    return {k: comp[k] - eager[k] for k in comp}, best
+
+
+def results_1c():
+    """RESULTS.md §1c's phrases: the 5x288 study's setup, what ran, compiled against eager."""
+    rs = records('results/h200/shapes_site.jsonl')
+    meta = json.loads(source('results/h200/shapes_site_meta.json'))
+    flags = dict(f.split('=', 1) for f in rs[0]['command'].split() if f.startswith('--'))
+    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    params = {r['config']: r['params'] for r in rs}
+    assert all(abs(p / params['gpt'] - 1) <= tol for p in params.values())
+    budgets = sorted({r['budget_value'] for r in rs})
+    nb = int(rs[0]['val_set'].split()[0])
+    noise = max(r[k] for r in rows() if r['size'] == '5x288' for k in ('eval_se', 'eval_se_llama')
+                if r.get(k) is not None)
+    wsd = [r for r in rs if r['schedule'] == 'wsd']
+    lrs = {c: sorted({r['lr'] for r in wsd if r['config'] == c and sum(
+        x['lr'] == r['lr'] for x in wsd if x['config'] == c) == len(budgets)}) for c in ('gpt', 'llama', 'gmlp')}
+    ext = sorted((r['config'], r['lr'], r['budget_value']) for r in wsd if r['lr'] not in lrs[r['config']])
+    d, best = eager_vs_compiled()
+    eager = records('results/h200/shapes_site_eager.jsonl')
+    ab = sorted(abs(v) for v in d.values())
+    med = (ab[len(ab) // 2] + ab[(len(ab) - 1) // 2]) / 2
+    worst = sorted(d.items(), key=lambda kv: -abs(kv[1]))[:2]
+    picks = {(c, b) for (_, c, b) in best}
+    differ = [(c, b) for c, b in sorted(picks) if best['eager', c, b][0] != best['compiled', c, b][0]]
+    agree = [abs(best['eager', c, b][1] - best['compiled', c, b][1]) for c, b in picks if (c, b) not in differ]
+    (c0, b0), = differ
+    return [
+        f"(heads of {288 // int(flags['--n_head'])}; gpt {params['gpt']:,} parameters, llama and gMLP matched within {tol:.0%})",
+        f"on **{meta['source']['bytes'] / 1e6:.0f} MB of Python**",
+        f"({meta['source']['documents']:,} documents, hashed split {100 - 100 * meta['split']['val_fraction']:.0f}/"
+        f"{100 * meta['split']['val_fraction']:.0f}",
+        f"context {rs[0]['block_size']}, batch {rs[0]['batch_size']} × {rs[0]['block_size']}, bf16 autocast",
+        f"branches at {', '.join(f'{b:,}' for b in budgets[:-1])} and {budgets[-1]:,} iterations "
+        f"(**{tpps('5x288')[0]:g} to {tpps('5x288')[-1]:g} tokens per parameter**), warmup {flags['--warmup_iters']}",
+        f"{nb} batches of {rs[0]['batch_size']} × {rs[0]['block_size']} bytes = "
+        f"{nb * rs[0]['batch_size'] * rs[0]['block_size'] / 1e3:.0f}k bytes; a gap's val-sample noise at most {noise:.4f}",
+        "a WSD lr grid at seed 1 (gpt {}; llama {}; gMLP {}".format(
+            *(', '.join(lr(x) for x in lrs[c]) for c in ('gpt', 'llama', 'gmlp'))),
+        f"then gpt and llama under cosine at {budgets[-1]:,} iterations",
+        "NVIDIA H100 80GB HBM3, torch {} (each record's `machine`)".format(*{
+            re.search(r'torch (\S+)', r['machine']).group(1) for r in wsd if r['machine'].startswith('NVIDIA H100 80GB HBM3')}),
+        f"**What ran**: the three grids to {tpps('5x288')[-1]:g} tokens per parameter",
+        "gpt's best at {:g} tokens per parameter at 5×288 is {}, the grid's edge".format(
+            tpps('5x288')[3], lr(row('gpt', '5x288', 10)['lr'])) if row('gpt', '5x288', 10)['edge'] else CHANGED,
+        "and at {:g} it is {}".format(tpps('5x288')[-1], lr(row('gpt', '5x288', 20)['lr'])),
+        "as at 3×96; llama's {} at 5×288 and {} at 3×96 at 10".format(
+            lr(row('llama', '5x288', 10)['lr']), lr(row('llama', '3x96', 10.3)['lr'])),
+        "{} at both at 20; gMLP's {} at 5×288 (bracketed) against {} at 3×96 (the best of {} and {})".format(
+            lr(row('llama', '5x288', 20)['lr']), lr(row('gmlp', '5x288', 20)['lr']), lr(row('gmlp', '3x96', 20.6)['lr']),
+            ', '.join(grid('gmlp', '3x96', 20.6)[2][:-1]), grid('gmlp', '3x96', 20.6)[2][-1])
+        if row('llama', '5x288', 20)['lr'] == row('llama', '3x96', 20.6)['lr'] and not row('gmlp', '5x288', 20)['edge']
+        else CHANGED,
+        "gpt under cosine (eager) against WSD (compiled) at {:g} tokens per parameter, seed 1, each at its best "
+        "lr: {:.4f} against {:.4f}, {:.4f} worse under cosine (at 3×96: {:.3f} worse, {} seeds)".format(
+            tpps('5x288')[-1], row('gpt', '5x288', 20, 'cosine')['val'], row('gpt', '5x288', 20)['val'],
+            row('gpt', '5x288', 20, 'cosine')['val'] - row('gpt', '5x288', 20)['val'],
+            row('gpt', '3x96', 20.6, 'cosine')['val'] - row('gpt', '3x96', 20.6)['val'],
+            len(row('gpt', '3x96', 20.6, 'cosine')['runs'])),
+        f"**At {tpps('5x288')[-1]:g} tokens per parameter** ({budgets[-1]:,} iterations;",
+        f"**Under cosine at {budgets[-1]:,} iterations**",
+        f"ran the same three grids to {max(report.tokens_per_param(report.summary_rows(eager)).values()):.0f} tokens per parameter "
+        f"without `--compile`; those {len(eager)} records",
+        "were stopped at the deadline with {} run done ({})".format(
+            ['no', 'one', 'two'][len(ext)], ', '.join(f"{c} {lr(x)} at {b}" for c, x, b in ext)),
+        f"over the {len(d)} pairs — two cards as well as compile, so each Δ is both's: median |Δ| {med:.3f}, "
+        f"{sum(a <= 0.01 for a in ab)} within 0.01, mean {num(sum(d.values()) / len(d), 3)}; the largest at "
+        f"{worst[0][0][0]} {lr(worst[0][0][1])}: {num(worst[0][1], 3)} at {worst[0][0][3]} iterations, "
+        f"{num(worst[1][1], 3, True)} at {worst[1][0][3]}" if worst[0][0][:2] == worst[1][0][:2] else CHANGED,
+        f"Each grid picks the same best lr either way, but at {c0}'s {b0} (eager {lr(best['eager', c0, b0][0])} "
+        f"{best['eager', c0, b0][1]:.4f}; compiled {lr(best['compiled', c0, b0][0])} {best['compiled', c0, b0][1]:.4f}, "
+        f"its {lr(best['eager', c0, b0][0])} {d[c0, best['eager', c0, b0][0], 1, b0] + best['eager', c0, b0][1]:.4f}), "
+        f"and the best losses agree within {max(agree):.3f} but there "
+        f"({abs(best['eager', c0, b0][1] - best['compiled', c0, b0][1]):.3f})",
+    ]
+
 # what an audit found stated with no record or log behind it, or overstated: each must stay out
 UNBACKED = [('README.md', '10.3 CPU-minutes'), ('RESULTS.md', '10.3 CPU-minutes'), ('README.md', 'over 25 times'),
             ('README.md', 'late only at the smallest'), ('RESULTS.md', '3.9×'),
@@ -429,12 +728,12 @@ def missing():
 # report's tables (tests/doc_tables.py draws them), code, links and images, shapes, sections, dates,
 # list items, papers, and the marks' definitions
 NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*\n?[^`\n]*`', r'!\[[^\]]*\]\([^)]*\)',
-         r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+of width \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. ',
+         r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+(?:of width|×) \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. |^#+ \d+[a-z]?\.',
          r'\b20\d\d-\d\d-\d\d\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
          r'et al\. \d{4}', r'sec\. [\d.]+', r'\b95% (?=t |confidence|interval)',
-         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
+         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
          r'(?:exclude|excludes|include|includes|spans|about|below) 0\b']
-NUMBER = re.compile(r'(?<![\w.])[−+-]?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
+NUMBER = re.compile(r'(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
 
 
 def untested(doc, raw=None):
