@@ -232,7 +232,8 @@ def claims():
              f"{tests_s} s of tests, {ci['the quick start took']} s of quick start, {ci[r'sweep.py --quick took']} s"
              " of `sweep.py --quick`"]
     return ([('README.md', p) for p in readme + readme_setup()] + [('GUIDE.md', p) for p in guide]
-            + [('RESULTS.md', p) for p in results() + results_1a() + results_1b() + results_1c()])
+            + [('RESULTS.md', p) for p in results() + results_1a() + results_1b() + results_1c()
+                                               + results_2_3() + results_4()])
 
 
 def source(path):
@@ -702,6 +703,124 @@ def results_1c():
         f"({abs(best['eager', c0, b0][1] - best['compiled', c0, b0][1]):.3f})",
     ]
 
+
+def results_2_3():
+    """RESULTS.md §2's and §3's phrases: the earlier studies' budgets and recipes."""
+    st, sh = records('results/sweep_stdlib.jsonl'), records('results/sweep_shakespeare.jsonl')
+    its = {s: {r['budget_value'] for r in st if r['size'] == s and r['budget'] == 'max_iters'} for s in ('3x96', '4x96')}
+    flops = {r['budget_value'] for r in st if r['size'] == '4x128' and r['budget'] == 'max_flops'}
+    shake = {(r['block_size'], r['batch_size'], r['budget_value']) for r in sh if r['size'] == '4x128'
+             and r['budget'] == 'max_iters'}
+    flags = dict(f.split('=', 1) for f in sh[0]['command'].split() if f.startswith('--'))
+    (block, batch, iters), = shake
+    return [f"**3×96 ({its['3x96'].pop()} iterations) and 4×96 ({its['4x96'].pop()})**, two seeds at the best lr",
+            f"(gpt's {flops.pop():.3g} at 4×128;".replace('e+', 'e'),
+            f"(4×128, block {block}, batch {batch}, {iters:,} iterations, cosine to lr/"
+            f"{float(flags['--learning_rate']) / float(flags['--min_lr']):.0f})",
+            f"**At equal training FLOPs** (gpt's {iters:,} iterations; one seed)"]
+
+
+def json_objects(path):
+    """Every JSON object in a committed file (one per line, or pretty-printed one after another)."""
+    text, dec, out, i = source(path), json.JSONDecoder(), [], 0
+    while text[i:].strip():
+        i = len(text) - len(text[i:].lstrip())
+        obj, n = dec.raw_decode(text[i:])
+        out.append(obj)
+        i += n
+    return out
+
+
+def results_4():
+    """RESULTS.md §4's table rows and figures, each from its raw file under results/h100, h200."""
+    out = []
+    for r in json_objects('results/h200/side_by_side124.jsonl'):
+        ours, ref = r['rows']
+        out.append(f"| {'`--compile`' if 'compile=True' in r['setup'] else 'eager'} | {ours['tokens_per_s']:,.0f} "
+                   f"({ours['mfu']:.1%}) | {ref['tokens_per_s']:,.0f} ({ref['mfu']:.1%}) | {r['ours_over_reference']:.3f} |")
+    sbs = {(r['impl'], r['batch_size']): r for r in json_objects('results/h100/side_by_side124.jsonl')}
+    for b in (16, 32):
+        n, o = sbs['nanogpt', b], sbs['ours', b]
+        out.append(f"| {b} | {n['tokens_per_s']:,.0f} ({n['mfu']:.1%}) | {o['tokens_per_s']:,.0f} ({o['mfu']:.1%}) | "
+                   f"{o['tokens_per_s'] / n['tokens_per_s']:.2f} | {max(n['peak_mem_mb'], o['peak_mem_mb']) / 1024:.1f} |")
+    out.append(f"batch 32 gave +{sbs['ours', 32]['tokens_per_s'] / sbs['ours', 16]['tokens_per_s'] - 1:.0%} over 16")
+    speed = {x['config']: x for r in json_objects('results/h100/speed124_compile.jsonl') for x in r['rows']}
+    for c, x in speed.items():
+        out.append(f"| {c} | {x['params'] / 1e6:.1f}M | {x['ms_per_iter']:.1f} ({x['ms_range']}) | "
+                   f"{x['tokens_per_s']:,.0f} | {x['flops_per_token'] / 1e6:.0f}M | {x['mfu']:.1%} | "
+                   f"{x['peak_mem_mb'] / 1024:.1f} |")
+    cost = {c: speed[c]['ms_per_iter'] / speed['gpt']['ms_per_iter'] - 1 for c in speed}
+    out.append("the H100's dense bf16 peak ({} TFLOP/s)".format(
+        re.search(r"\(r'H100', (\d+),", source('guards.py')).group(1)))
+    out.append(f"llama +{cost['llama']:.0%}, gMLP +{cost['gmlp']:.0%}, Primer EZ +{cost['primer_ez']:.0%}, aMLP "
+               f"+{cost['amlp']:.0%} a step" if max(abs(cost[c]) for c in ('swiglu', 'geglu', 'reglu')) < 0.02 else CHANGED)
+    b32 = [x for r in json_objects('results/h100/speed124_b32.jsonl') for x in r['rows']]
+    for x in b32:
+        out.append(f"| {x['config']} | {x['ms_per_iter']:.1f} | {x['tokens_per_s']:,.0f} | {x['mfu']:.1%} | "
+                   f"{x['peak_mem_mb'] / 1024:.1f} | {x['tokens_per_s'] / b32[0]['tokens_per_s']:.2f} |")
+    comp = {x['config']: x for r in json_objects('results/h100/decode124_b1_500_compiled.jsonl') for x in r['rows']}
+    for r in json_objects('results/h100/decode124_b1_500.jsonl'):
+        for x in r['rows']:
+            c = comp.get(x['config'], {}).get('decode_tok_s_compiled')
+            out.append(f"| {x['config']} | {x['decode_tok_s_cached']:.0f} | {x['decode_tok_s_uncached']:.0f} | "
+                       f"{x['decode_tok_s_captured']:.0f} | {f'{c:.0f}' if c else '–'} |")
+    step = [json.loads(line) for line in source('results/h100/decode_overhead_2026-11-26.txt').splitlines()
+            if line.startswith('{"weights"')]
+    out += [f"| float32 weights, bf16 autocast (what `sample.py` does) | {step[0]['tok_s_stream']:.0f} tok/s | "
+            f"{step[2]['tok_s_stream']:.0f} tok/s |",
+            f"| weights cast to bf16 once | {step[1]['tok_s_stream']:.0f} | {step[3]['tok_s_stream']:,.0f} |",
+            f"| the model compiled (`sample.py --compile`) | {comp['gpt']['decode_tok_s_compiled']:.0f} (the table "
+            f"above) | **{step[4]['tok_s_stream']:,.0f}** |"]
+    lev = {}
+    for line in source('results/h100/levers_2026-11-26.jsonl').splitlines():
+        r = json.loads(line)
+        lev.setdefault((r['lever'], r['n']), []).append(1000 / r['ms_per_iter'])
+    for n in sorted({n for _, n in lev}):
+        if ('eager', n) in lev and n != 2:
+            c = lev.get(('compiled', n))
+            out.append(f"| {n} | {sum(lev['eager', n]):.0f} | {f'{sum(c):.0f}' if c else '–'} |")
+    rk = rows('results/h100/ranking_site.jsonl')
+    out.append(f"seed 1, bf16, {len(records('results/h100/ranking_site.jsonl'))} runs before the device time ended")
+    budgets = sorted({r['budget_value'] for r in rk})
+    for c in sorted({r['config'] for r in rk}, key=stats.arch_key):
+        cells = {r['budget_value']: r for r in rk if r['config'] == c}
+        out.append(f"| {c} | " + ' | '.join(
+            '–' if b not in cells else f"{cells[b]['val']:.4f}" if c == 'gpt' else num(cells[b]['gap'], 4, True)
+            for b in budgets) + ' |')
+    sc = records('results/h100/scaling_shakespeare.jsonl')
+    gpt = {r['size']: r for r in sc if r['config'] == 'gpt'}
+    out.append("(4×128, 6×384, 8×512, heads of 32; {} parameters, matched), Tiny Shakespeare char-level, block {}, "
+               "batch {}, {:.2f}M tokens".format(', '.join(f"{gpt[s]['params'] / 1e6:.1f}M" for s in ('4x128', '6x384', '8x512')),
+                                                 gpt['4x128']['block_size'], gpt['4x128']['batch_size'],
+                                                 gpt['4x128']['budget_value'] / 1e6))
+    out.append(f"one seed; {len(sc)} runs")
+    val = {(r['config'], r['size']): r['val'] for r in rows('results/h100/scaling_shakespeare.jsonl')}
+    val = {(r['config'], r['size']): r['val'] for r in rows('results/h100/scaling_shakespeare.jsonl')}
+    sizes = ('4x128', '6x384', '8x512')
+    order = sorted(('gpt', 'llama', 'primer_ez', 'gmlp', 'amlp'), key=lambda c: val[c, '8x512'])
+    out.append(f"gMLP and aMLP are the lowest at {gpt['6x384']['params'] / 1e6:.1f}M and {gpt['8x512']['params'] / 1e6:.1f}M, "
+               "llama next" if set(order[:2]) == {'gmlp', 'amlp'} and order[2] == 'llama' else CHANGED)
+    out.append(f"every curve flattens from {gpt['6x384']['params'] / 1e6:.1f}M to {gpt['8x512']['params'] / 1e6:.1f}M parameters"
+               if all(abs(val[c, sizes[2]] - val[c, sizes[1]]) < abs(val[c, sizes[1]] - val[c, sizes[0]]) / 3
+                      for c in order) else CHANGED)
+    f = dict(x.split('=', 1) for x in sc[0]['command'].split() if x.startswith('--'))
+    out.append(f"cosine to lr/{float(f['--learning_rate']) / float(f['--min_lr']):.0f}, no dropout, bf16 eager")
+    out.append("| config | " + ' | '.join(report.per_param(t) for t in sorted(report.tokens_per_param(rk).values()))
+               + " tokens/param |")
+    h200 = json_objects('results/h200/side_by_side124.jsonl')[0]['command']
+    out.append("block {}, vocabulary {}, bf16".format(re.search(r'--block_size=(\d+)', h200).group(1),
+                                                   re.search(r'--vocab_size=(\d+)', h200).group(1)))
+    out.append(f"At batch {round(b32[0]['tokens_per_s'] * b32[0]['ms_per_iter'] / 1000 / 1024)} (")
+    d0 = json_objects('results/h100/decode124_b1_500.jsonl')[0]['rows'][0]
+    out.append(f"**Decoding at batch {round(d0['tokens_per_s'] * d0['ms_per_iter'] / 1000 / 1024)}** (the H100")
+    out.append("| val loss (best lr) | " + ' | '.join(f"{s.replace('x', '×')} ({gpt[s]['params'] / 1e6:.1f}M)"
+                                                    for s in ('4x128', '6x384', '8x512')) + ' |')
+    low = sorted(val[c, '4x128'] for c in ('gmlp', 'amlp'))
+    out.append(f"at 0.8M llama is lowest, {low[0] - val['llama', '4x128']:.3f}–{low[1] - val['llama', '4x128']:.3f} "
+               "below them" if val['llama', '4x128'] < low[0] else CHANGED)
+    return out
+
+
 # what an audit found stated with no record or log behind it, or overstated: each must stay out
 UNBACKED = [('README.md', '10.3 CPU-minutes'), ('RESULTS.md', '10.3 CPU-minutes'), ('README.md', 'over 25 times'),
             ('README.md', 'late only at the smallest'), ('RESULTS.md', '3.9×'),
@@ -727,12 +846,12 @@ def missing():
 # what names something rather than states a measurement, blanked before numbers are looked for: the
 # report's tables (tests/doc_tables.py draws them), code, links and images, shapes, sections, dates,
 # list items, papers, and the marks' definitions
-NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*\n?[^`\n]*`', r'!\[[^\]]*\]\([^)]*\)',
+NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*(?:\n[^`\n]*){0,3}`', r'!\[[^\]]*\]\([^)]*\)',
          r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+(?:of width|×) \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. |^#+ \d+[a-z]?\.',
-         r'\b20\d\d-\d\d-\d\d\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
+         r'\b20\d\d-\d\d-\d\d(?:/\d\d)?\b|\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
          r'et al\. \d{4}', r'sec\. [\d.]+', r'\b95% (?=t |confidence|interval)',
-         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
-         r'(?:exclude|excludes|include|includes|spans|about|below) 0\b']
+         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|#\d+\b|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
+         r'(?:exclude|excludes|include|includes|span|spans|about|below) 0\b']
 NUMBER = re.compile(r'(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
 
 
