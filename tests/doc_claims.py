@@ -8,11 +8,14 @@ the claims a document no longer holds.
 """
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
 import re
 import sys
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 sys.path.insert(0, HERE)
@@ -233,7 +236,7 @@ def claims():
              " of `sweep.py --quick`"]
     return ([('README.md', p) for p in readme + readme_setup()] + [('GUIDE.md', p) for p in guide]
             + [('RESULTS.md', p) for p in results() + results_1a() + results_1b() + results_1c()
-                                               + results_2_3() + results_4()])
+                                               + results_2_3() + results_4() + results_5() + results_6_7()])
 
 
 def source(path):
@@ -821,6 +824,156 @@ def results_4():
     return out
 
 
+
+def results_5():
+    """RESULTS.md §5's phrases: the probe's design from probe.py, its tables and readings from
+    results/probe.jsonl and results/probe_rope.jsonl."""
+    import probe
+    cfg = probe.ProbeConfig()
+    recs = stats.read_results(os.path.join(HERE, 'results', 'probe.jsonl'), 'probe')
+    rope = stats.read_results(os.path.join(HERE, 'results', 'probe_rope.jsonl'), 'probe')
+    curve = {(r['config'], r['lr']): json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve']
+             for r in recs}
+    by = {(r['config'], r['lr']): r for r in recs}
+    budget = probe.law_steps(cfg, 64)
+    assert {r['steps'] for r in recs} == {budget}
+    out = probe.probe_table(recs).splitlines()[2:]
+    half = cfg.vocab_size // 2
+    out += [f"drawn from {half - 1} tokens, values from {cfg.vocab_size - half} others (vocabulary {cfg.vocab_size})",
+            f"the {half - 1} × {cfg.vocab_size - half} possible pairs are far more than a {cfg.n_layer}-layer, "
+            f"width-{cfg.widths[0]} model could store",
+            f"the held-out set of {cfg.eval_seqs} sequences is fixed",
+            f"({cfg.n_layer} layers, width d, heads of {cfg.head_size}",
+            f"**Zoology's training recipe**: batch {cfg.batch_size} sequences, AdamW with weight decay {cfg.weight_decay:g}",
+            f"linear warmup over {cfg.warmup_frac:.0%} of the steps then cosine to lr/10",
+            "the learning rates {} tried in turn until one solves".format(', '.join(cfg.learning_rate)),
+            "Zoology reports the best of `logspace(-4, -2, 4)`, which `--full` uses), early stop at "
+            f"{cfg.stop_acc:g} held-out accuracy",
+            f"at batch {cfg.batch_size}, T = 64 is **{budget:,} steps** ({budget * cfg.batch_size / 1e6:.1f}M sequences)"]
+    for r in sorted(recs, key=lambda r: (r['solved_at'] is None, -r['acc'] if r['solved_at'] else 0)):
+        last = (json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve'])[-1]
+        dist = ' / '.join(f"{a:.2f}" for *_, a, _ in r['acc_by_distance'])
+        threads = lambda r: r['machine'].split(', ')[-1].split()[0]  # noqa: E731  ('2 thread(s)')
+        out.append(f"| {r['config']} | {r['lr']:g} | {r['params'] / 1e3:.0f}k | {r['acc']:.3f} | "
+                   f"{r['steps_run']:,} ({'solved' if r['solved_at'] else 'budget'}) | {last[2]:.3f} | {dist} | "
+                   f"{r['seconds'] / 60:.1f} min | {r['cpu_seconds'] / 60:.1f} min | "
+                   f"{threads(r)} |")
+    g, ez = curve['gpt', 0.003], by['primer_ez', 0.003]
+    at = {step: acc for step, acc, _ in g}
+    first = next(step for step, acc, _ in g if acc > 0.5)
+    out.append(f"solves T = 64, N = 4 at width 64: {at[first - 100]:.2f} (= 1/N) at {first - 100} steps, "
+               f"{at[first]:.2f} at {first}, {at[by['gpt', 0.003]['solved_at']]:.2f} at "
+               f"{by['gpt', 0.003]['solved_at']:,} steps ({by['gpt', 0.003]['solved_at'] * cfg.batch_size / 1e3:.0f}k "
+               f"sequences), {by['gpt', 0.003]['solved_at'] / budget:.0%} of the emergence law's budget")
+    out.append("(" + ', '.join(f"{a:.2f}" for *_, a, _ in by['gpt', 0.003]['acc_by_distance'])
+               + " by quarter of the distance range)")
+    out.append(f"Primer EZ's mixer solves the cell in {ez['solved_at']} steps, about a third of GPT-2 attention's "
+               f"{by['gpt', 0.003]['solved_at']:,}" if 0.28 < ez['solved_at'] / by['gpt', 0.003]['solved_at'] < 0.4
+               else CHANGED)
+    gm, am = by['gmlp', 0.003], by['amlp', 0.003]
+    loss = {c: curve[c, 0.003][-1][2] for c in ('gmlp', 'amlp', 'gpt_rope', 'llama')}
+    out.append(f"**gMLP and aMLP stay at 1/N**: {gm['acc']:.3f} and {am['acc']:.3f} after the whole budget "
+               f"({budget:,} steps, {budget * cfg.batch_size / 1e6:.1f}M sequences: "
+               f"{budget / by['gpt', 0.003]['solved_at']:.1f}× what GPT-2 attention needed), held-out loss "
+               f"{loss['gmlp']:.2f} and {loss['amlp']:.2f}, about ln 4 = {math.log(4):.2f}")
+    out.append(f"with {gm['params'] / 1e3:.0f}k and {am['params'] / 1e3:.0f}k parameters against attention's "
+               f"{by['gpt', 0.003]['params'] / 1e3:.0f}k")
+    out.append(f"end at {min(by['gpt_rope', 0.003]['acc'], by['llama', 0.003]['acc']):.2f} after the whole budget at lr "
+               f"3e-3, their loss ({loss['gpt_rope']:.2f}, {loss['llama']:.2f}) above even ln 4 = {math.log(4):.2f}. "
+               f"At lr 1e-2 and 1e-3, gpt_rope ends at {by['gpt_rope', 0.01]['acc']:.3f} and "
+               f"{by['gpt_rope', 0.001]['acc']:.3f}")
+    out.append("Zoology's grid, `--full`, is {}".format(', '.join(probe.FULL['learning_rate'][:-1]) + ' and '
+                                                        + probe.FULL['learning_rate'][-1]))
+    unsolved = [r for r in recs if not r['solved_at']]
+    out.append(f"an unsolved cell costs {min(r['cpu_seconds'] for r in unsolved) / 60:.0f}–"
+               f"{max(r['cpu_seconds'] for r in unsolved) / 60:.0f} CPU-minutes per learning rate "
+               f"({min(r['seconds'] for r in unsolved) / 60:.0f}–{max(r['seconds'] for r in unsolved) / 60:.0f} "
+               "minutes of wall time beside other runs)")
+    out.append("the other cells of Zoology's grid (T = {}, N = {} and {}, d = {};".format(
+        probe.FULL['seq_lens'][1], *probe.FULL['pairs'][1:], probe.FULL['widths'][1]))
+    b64 = probe.law_steps(probe.ProbeConfig(batch_size=64), 64)
+    out.append(f"Batch 64 (the law's budget is then {b64:,} steps)")
+    out.append(f"({sum(r['cpu_seconds'] for r in rope) / 60:.0f} CPU-minutes in all)")
+    label = {'gpt': '(gpt: learned positions, no biases)', 'gpt_rope': 'nothing (rotary, no biases)',
+             'gpt_rope --bias=True': '`--bias=True`', 'gpt_rope --attn=mdha': '`--attn=mdha` (causal conv, kernel 3)',
+             'gpt_rope --pos_emb=none': '`--pos_emb=none` (NoPE)'}
+    for r in rope:
+        c = (json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve'])
+        above = next((step for step, acc, _ in c if acc > 0.5), None)
+        four = r['steps'] > b64
+        name = label[r['config']].split(' (')[0] if four and r['config'] != 'gpt' else label[r['config']]
+        solved = f"{r['solved_at']:,}" if r['solved_at'] else '–'
+        out.append(f"| {name} | {r['steps']:,}{' (4×)' if four else ''} | {r['acc']:.3f} | "
+                   f"{solved} | {f'{above:,}' if above else '–'} | "
+                   f"{r['cpu_seconds'] / 60:.1f} |")
+    rr = {(r['config'], r['steps'] > b64): r for r in rope}
+    nope4, rope4 = rr['gpt_rope --pos_emb=none', True], rr['gpt_rope', True]
+    c4 = json.loads(nope4['curve']) if isinstance(nope4['curve'], str) else nope4['curve']
+    rise = next(step for step, acc, _ in c4 if acc > 0.5)
+    warm = cfg.warmup_frac * nope4['steps']
+    out += [f"at its budget and at 4× it ({rope4['steps'] / 1e3:.0f}k steps, {rope4['steps'] * 64 / 1e6:.0f}M sequences, "
+            f"loss {(json.loads(rope4['curve']) if isinstance(rope4['curve'], str) else rope4['curve'])[-1][2]:.2f})",
+            f"it solves the cell in {rr['gpt_rope --bias=True', False]['solved_at']:,} steps; given local context (a "
+            f"causal convolution), in {rr['gpt_rope --attn=mdha', False]['solved_at']:,}, faster than learned "
+            f"positions ({rr['gpt', False]['solved_at']:,})",
+            f"(at 4×: above 0.5 from step {rise:,}, 0.99 at {nope4['solved_at']:,})",
+            f"bias-free too and ends at chance at the cell's budget ({by['llama', 0.003]['acc']:.3f} at batch "
+            f"{cfg.batch_size}, lr 3e-3, above",
+            f"(lr {3e-3 * min(1, rise / warm):.1e} at step {rise:,}, when it rose)".replace('e-03', 'e-3')]
+    x, y = probe.mqar_batch(np.random.default_rng(0), batch=8, T=16, n_pairs=2, vocab=32)
+    fill = {int(v) for v in x[:, 4:][y[:, 4:] < 0]} - set(range(1, 32))
+    lrs = {r['lr'] for r in recs if r['config'] != 'gpt_rope'}
+    s3 = lr(lrs.pop()) if len(lrs) == 1 else CHANGED
+    ratio = {round(r['steps'] / b64) for r in rope}
+    gaps = [row('gpt_rope', '3x96', t)['gap'] for t in tpps('3x96')[:-1]]
+    law = re.search(r'10 \*\* ([0-9.]+)', inspect.getsource(probe.law_steps)).group(1)
+    torch_v = re.search(r'torch (\S+),', recs[0]['machine']).group(1)
+    out += [f"order at random positions among filler tokens ({fill.pop()}):",
+            f"(the other targets are {int(y.min())}, `ignore_index`)",
+            f"recall appears after about 10^{law} · √(batch × T) training tokens",
+            f"(accuracy and loss every {cfg.eval_interval} steps", f"(accuracy read every {cfg.eval_interval} steps)",
+            "the default cell (mixer view, d = {}, T = {}, N = {}, batch {}, the law's budget), at lr {} (gpt_rope "
+            "also at {} and {}), seed {}".format(*{(r['width'], r['T'], r['N'], r['batch']) for r in recs}.pop(), s3,
+                                                  *map(lr, sorted((r['lr'] for r in recs if r['config'] == 'gpt_rope'
+                                                                   and lr(r['lr']) != s3), reverse=True)),
+                                                  *{r['seed'] for r in recs}),
+            f"torch {torch_v}, float32",
+            probe.probe_table(recs).splitlines()[0],
+            f"One seed and lr {s3} for every claim of this list" if len({r['seed'] for r in recs}) == 1 else CHANGED,
+            f"llama was run at {', '.join(lr(r['lr']) for r in recs if r['config'] == 'llama')} only",
+            f"ahead of gpt below {tpps('3x96')[-1]:g} tokens per parameter on seed 1" if all(x < 0 for x in gaps) else CHANGED,
+            f"lr {s3} for every config but gpt_rope",
+            "The default command tries {1} and then {2} for a cell {0} leaves unsolved".format(*cfg.learning_rate),
+            f"cell's budget and at {max(ratio)}× it", f"lr 3e-3, seed {rope[0]['seed']}, one thread each",
+            f"| steps to {cfg.stop_acc:g} | first step above 0.5 |"]
+    return out
+
+
+def results_6_7():
+    """RESULTS.md §6's and §7's phrases: the loop and bench logs' settings, the example's record."""
+    sh = source('results/loop_vs_nanogpt.sh')
+    flag = {k: re.search(rf'--{k}=(\S+)', sh).group(1) for k in ('block_size', 'batch_size', 'n_layer', 'n_embd')}
+    log = source('results/loop_vs_nanogpt_2026-11-28.txt')
+    rounds = re.search(r'## (\d+) iterations, (\d+) alternating rounds', log)
+    start = re.search(r"int\(it\.rstrip\(':'\)\) >= (\d+)", sh).group(1)
+    bench = source('results/bench_4x128_2026-11-28.txt')
+    shape = re.search(r'\((\d+)x(\d+), block (\d+), batch (\d+)\)', bench)
+    tokens = re.search(r'--decode_tokens=(\d+)', bench).group(1)
+    unstable = float(re.search(r'UNSTABLE = ([\d.]+)', source('bench.py')).group(1))
+    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    torch_log = re.search(r'torch (\S+),', log).group(1)
+    torch_email = re.search(r'torch (\S+)', email[0]['machine']).group(1)
+    return [f"gpt at {flag['n_layer']}×{flag['n_embd']}, block {flag['block_size']}, batch {flag['batch_size']}, "
+            f"float32, no compile, a log line every iteration, medians from iteration {start}, rounds of "
+            f"{rounds.group(1)} iterations alternating the two loops",
+            f"torch {torch_log}, idle",
+            f"({shape.group(1)}×{shape.group(2)}, block {shape.group(3)}, batch {shape.group(4)}) on both cores, with "
+            f"decoding {tokens} tokens from a 1-token prompt",
+            f"when its timings spread more than {unstable:.0%}",
+            f"(torch {torch_email}, 2026-11-26",
+            f"max_iters={email[0]['budget_value']}, adamw, cosine schedule; val: {email[0]['val_set']}"]
+
+
 # what an audit found stated with no record or log behind it, or overstated: each must stay out
 UNBACKED = [('README.md', '10.3 CPU-minutes'), ('RESULTS.md', '10.3 CPU-minutes'), ('README.md', 'over 25 times'),
             ('README.md', 'late only at the smallest'), ('RESULTS.md', '3.9×'),
@@ -850,7 +1003,7 @@ NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*(?:\n[^`\n]*){0,
          r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+(?:of width|×) \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. |^#+ \d+[a-z]?\.',
          r'\b20\d\d-\d\d-\d\d(?:/\d\d)?\b|\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
          r'et al\. \d{4}', r'sec\. [\d.]+', r'\b95% (?=t |confidence|interval)',
-         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|#\d+\b|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
+         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|1/N|x86-64|x86_64|offset 1\b|#\d+\b|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
          r'(?:exclude|excludes|include|includes|span|spans|about|below) 0\b']
 NUMBER = re.compile(r'(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
 
