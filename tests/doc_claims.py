@@ -221,7 +221,7 @@ def claims():
     readme.append(f"its gain over gpt fell from {ez[0]:.3f} at 0.8M parameters to {ez[1]:.3f} at 25.3M")
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
-                  f"4×128 (median of {loop['rounds']} alternating rounds")
+                  f"4×128 (the median over the iterations of {loop['rounds']} alternating rounds")
     ci = {k: re.search(rf'ci: {k} (\d+)s', open(os.path.join(HERE, 'results', 'ci_2026-11-28.txt'),
                                                 encoding='utf-8').read()).group(1)
           for k in ('ok in', 'set up in', 'tests done at', 'the quick start took', r'sweep.py --quick took')}
