@@ -998,22 +998,37 @@ def missing():
 
 # what names something rather than states a measurement, blanked before numbers are looked for: the
 # report's tables (tests/doc_tables.py draws them), code, links and images, shapes, sections, dates,
-# list items, papers, and the marks' definitions
+# commits, papers, list items, seed labels, issue numbers and the marks' definitions
 NAMES = [r'<!-- report.*?<!-- end -->', r'```.*?```', r'`[^`\n]*(?:\n[^`\n]*){0,3}`', r'!\[[^\]]*\]\([^)]*\)',
-         r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+(?:of width|×) \d+', r'§\d+[a-z]?', r'(?m)^\s*\d+\. |^#+ \d+[a-z]?\.',
-         r'\b20\d\d-\d\d-\d\d(?:/\d\d)?\b|\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b', r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?',
-         r'et al\. \d{4}', r'sec\. [\d.]+', r'\b95% (?=t |confidence|interval)',
-         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|1/N|x86-64|x86_64|offset 1\b|#\d+\b|\bseeds? \d+(?:(?:,? and |, |-|–)\d+)*', r'\b\d+-core\b|\b2 (?:CPU )?cores\b',
+         r'\]\([^)]*\)', r'\b\d+ ?[×x] ?\d+|\d+ layers\s+(?:of width|×) \d+', r'§\d+[a-z]?',
+         r'(?m)^\s*\d+\. |^#+ \d+[a-z]?\.', r'\b20\d\d-\d\d-\d\d(?:/\d\d)?\b|\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b',
+         r'\b\d{4}\.\d{5}\b', r'GPT-2(?: 124M)?|\b124M\b', r'Python 3\.\d+\+?', r'et al\. \d{4}', r'sec\. [\d.]+',
+         r'\|[ab]\|(?:/2)?|2\|[ab]\||\b2[ab]\b|2 × later|n − 1', r'\(n=\d+\)|1/√|1/N|x86-64|x86_64|offset 1\b|#\d+\b',
+         r'\bseeds \d+(?:-\d+|(?:,? and |, )\d+\b(?! seeds?))*|\bseed \d+\b',
          r'(?:exclude|excludes|include|includes|span|spans|about|below) 0\b']
+
+
+def names():
+    """NAMES, and the two that the records and the code fix: the confidence level of every interval
+    (stats.CONFIDENCE) and the CPU machine's core count (the CPU records' machine): a 90% or a
+    4-core in the prose is a number no claim holds."""
+    level = f"{stats.CONFIDENCE:.0%}"
+    cores = {re.search(r'(\d+) cores', r['machine']).group(1) for r in records()
+             if r['machine'].startswith('cpu')}
+    assert len(cores) == 1, cores
+    n = cores.pop()
+    return NAMES + [rf'\b{level} (?=t |confidence|interval)', rf'\b{n}-core\b|\b{n} (?:CPU )?cores\b']
+
+
 NUMBER = re.compile(r'(?<![\w.])[−+-]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?:×|%)?')
 
 
 def untested(doc, raw=None):
     """(line, number) for each number in doc's prose (or in `raw`, read as doc) that no claim's
-    phrase holds and that names nothing (NAMES): a number a test does not recompute."""
+    phrase holds and that names nothing (names()): a number a test does not recompute."""
     raw = source(doc) if raw is None else raw
     text = raw
-    for pattern in NAMES:
+    for pattern in names():
         text = re.sub(pattern, lambda m: re.sub(r'\S', ' ', m.group()), text, flags=re.S)
     held = bytearray(len(raw))
     for d, phrase in claims():

@@ -1194,6 +1194,8 @@ def test_changing_any_number_in_readme_or_results_prose_fails_a_claim():
     readme = doc_claims.source('README.md')
     said = readme + '\nThe study took 42 s on an H100, 3×96 (§4, 2026-11-28).\n'
     assert doc_claims.untested('README.md', said) == [(said.count('\n'), '42')]  # a number typed in
+    level = readme.replace('**95% interval**', '**90% interval**')  # a name the records fix, changed
+    assert [n for _, n in doc_claims.untested('README.md', level)] == ['90%']
 
 
 def test_a_toy_budget_keeps_its_digits_and_a_setting_an_old_record_lacks_is_unrecorded():
