@@ -1,10 +1,10 @@
 """
-The numbers in the prose of README.md's conclusions and RESULTS.md §1, §4 and §6, each computed from
-the committed records (or read from the committed log that backs it), never copied from a rounded
-cell. A claim is a phrase of a document with its numbers left as fields; `claims()` renders each
-from the records, and tests/test_sweep.py checks that every rendered phrase is in its document, so a
-number put back wrong (or a record changed under it) fails there. `python tests/doc_claims.py` lists
-the claims a document no longer holds.
+The numbers in the prose of README.md and RESULTS.md, each computed from the committed records (or
+read from the committed log or code that backs it), never copied from a rounded cell. A claim is a
+phrase of a document with its numbers left as fields; `claims()` renders each from the records, and
+tests/test_sweep.py checks that every rendered phrase is in its document, so a number put back wrong
+(or a record changed under it) fails there, and that `untested()` finds no number in either
+document's prose that no claim holds. `python tests/doc_claims.py` lists both.
 """
 import contextlib
 import functools
@@ -27,11 +27,32 @@ SHAPES = 'results/shapes_stdlib.jsonl,results/h200/shapes_site.jsonl'
 CHANGED = '(the records no longer support this sentence)'
 
 
+def source(path):
+    """A committed file's text (relative to the repository)."""
+    return open(os.path.join(HERE, path), encoding='utf-8').read()
+
+
+def records(paths=SHAPES, kind='sweep'):
+    """The records of these results files (relative to the repository, comma-separated)."""
+    if kind != 'sweep':
+        return stats.read_results(os.path.join(HERE, paths), kind)
+    return stats.read_many(','.join(os.path.join(HERE, p) for p in paths.split(',')))
+
+
+def flags(command):
+    """{'--key': 'value'} of a record's train.py or probe.py command."""
+    return dict(f.split('=', 1) for f in command.split() if f.startswith('--'))
+
+
+def lr(x):
+    """An lr as the prose writes it: 4e-3, 1.6e-2."""
+    return f"{x:.1e}".replace('.0e', 'e').replace('e-0', 'e-')
+
+
 @functools.lru_cache(maxsize=None)
 def rows(paths=SHAPES):
     """The report's rows of these results files (relative to the repository), full precision."""
-    return report.summary_rows(stats.read_many(','.join(os.path.join(HERE, p)
-                                                       for p in paths.split(','))))
+    return report.summary_rows(records(paths))
 
 
 def row(config, size, tpp, schedule='wsd', paths=SHAPES):
@@ -186,7 +207,7 @@ def claims():
     y = report.gap_of('gpt')
     by = [row('llama', '3x96', 20.6, s)[f'{y}_by_seed'] for s in ('cosine', 'wsd')]
     readme.append(f"one seed's ratio is {min(by[0][k] / by[1][k] for k in by[0]):.1f}")
-    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    email = records('results/example_email.jsonl')
     readme.append(f"about {sum(r['wall_s'] for r in email) / 2 / 60:.0f} minutes on a 2-core CPU: its "
                   f"{['', 'one', 'two', 'three', 'four', 'five', 'six'][len(email)]} runs' wall seconds, "
                   "two at a time")
@@ -222,8 +243,7 @@ def claims():
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
                   f"4×128 (the median over the iterations of {loop['rounds']} alternating rounds")
-    ci = {k: re.search(rf'ci: {k} (\d+)s', open(os.path.join(HERE, 'results', 'ci_2026-11-28.txt'),
-                                                encoding='utf-8').read()).group(1)
+    ci = {k: re.search(rf'ci: {k} (\d+)s', source('results/ci_2026-11-28.txt')).group(1)
           for k in ('ok in', 'set up in', 'tests done at', 'the quick start took', r'sweep.py --quick took')}
     readme += [f"`.ci/run` took {ci['ok in']} s on a fresh clone, 2 cores, 2026-11-28 (set-up, tests, quick "
                "start: `results/ci_2026-11-28.txt`)",
@@ -239,11 +259,6 @@ def claims():
                                                + results_2_3() + results_4() + results_5() + results_6_7()])
 
 
-def source(path):
-    """A committed file's text (relative to the repository)."""
-    return open(os.path.join(HERE, path), encoding='utf-8').read()
-
-
 def tpps(size, schedule='wsd'):
     """The tokens per parameter of a shape's budgets, smallest first, as the tables print them."""
     rs = [r for r in rows() if r['size'] == size and r['schedule'] == schedule]
@@ -253,17 +268,15 @@ def tpps(size, schedule='wsd'):
 def grid(config, size, tpp):
     """(best lr, its number of seeds, the lrs tried on seed 1) of config at that shape and budget."""
     r = row(config, size, tpp)
-    tried = sorted({x['lr'] for x in stats.read_many(','.join(os.path.join(HERE, p) for p in SHAPES.split(',')))
-                    if x['config'] == config and x['size'] == size and x['schedule'] == 'wsd'
+    tried = sorted({x['lr'] for x in records() if x['config'] == config and x['size'] == size and x['schedule'] == 'wsd'
                     and x['budget_value'] == r['budget_value'] and x['seed'] == 1})
-    return f"{r['lr']:.0e}".replace('e-0', 'e-'), len(r['runs']), [f"{x:.0e}".replace('e-0', 'e-') for x in tried]
+    return lr(r['lr']), len(r['runs']), [lr(x) for x in tried]
 
 
 def readme_setup():
     """README's phrases that state a setting, a size or a count: each from the records or the code."""
-    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    tol = report.MATCH_TOLERANCE
     quick = source('configs/quick.py')
-    sys.path.insert(0, os.path.join(HERE))
     from prepare import pydoc_corpus
     mb = f"{sum(d.size for d in pydoc_corpus()[0]) / 1e6:.2f}"
     if sys.version_info[:2] != (3, 11):  # another Python ships another manual: README's is 3.11's
@@ -273,13 +286,11 @@ def readme_setup():
     top, early, late = tpps('3x96')[-1], min(tpps(s)[0] for s in ('3x96', '4x128', '5x288')), \
         [tpps(s)[-1] for s in ('3x96', '4x128', '5x288')]
     by128 = [r for r in rows() if r['size'] == '4x128']
-    lr128 = {f"{r['lr']:.0e}".replace('e-0', 'e-') for r in by128}
+    lr128 = {lr(r['lr']) for r in by128}
     assert len(lr128) == 1, lr128
     n128 = {len(r['runs']) for r in by128}
-    site = [r for r in stats.read_results(os.path.join(HERE, 'results', 'h200', 'shapes_site.jsonl'))]
-    seeds288 = sorted({r['seed'] for r in site})
-    batch = {s: {(r['batch_size'], r['block_size']) for r in stats.read_many(','.join(
-        os.path.join(HERE, p) for p in SHAPES.split(','))) if r['size'] == s} for s in ('3x96', '5x288')}
+    seeds288 = sorted({r['seed'] for r in records('results/h200/shapes_site.jsonl')})
+    batch = {s: {(r['batch_size'], r['block_size']) for r in records() if r['size'] == s} for s in ('3x96', '5x288')}
     assert all(len(b) == 1 for b in batch.values()), batch
     (b96, t96), (b288, t288) = batch['3x96'].pop(), batch['5x288'].pop()
     single = [t for t in tpps('3x96') if gap('gmlp', 'llama', '3x96', t)[2] == 1]
@@ -291,9 +302,8 @@ def readme_setup():
     settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
     ez = grid('primer_ez', '3x96', top)
     sched_n = {gap('llama', 'gpt', '3x96', top, s)[2] for s in ('wsd', 'cosine')}
-    probe = {(r['width'], r['T'], r['N']) for r in map(json.loads, open(os.path.join(HERE, 'results', 'probe.jsonl'),
-                                                                          encoding='utf-8'))}
-    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    probe = {(r['width'], r['T'], r['N']) for r in records('results/probe.jsonl', 'probe')}
+    email = records('results/example_email.jsonl')
     import sweep
     q = sweep.QUICK
     header, iters = re.search(r'# parameters: ([0-9.]+M)', quick).group(1), int(re.search(r'max_iters = (\d+)', quick).group(1))
@@ -337,9 +347,9 @@ def readme_setup():
 
 def bench_rows(path):
     """{config: its row's cells} of a committed bench.py table."""
-    return {cells[0]: cells[1:] for cells in (line.strip('| \n').split(' | ') for line in
-                                              open(os.path.join(HERE, path), encoding='utf-8')
-                                              if re.match(r'\| [a-z]', line)) if cells[0] != 'config'}
+    lines = [line for line in source(path).splitlines() if re.match(r'\| [a-z]', line)]
+    return {cells[0]: cells[1:] for cells in (line.strip('| ').split(' | ') for line in lines)
+            if cells[0] != 'config'}
 
 
 def step_ms(path='results/bench_3x96_2026-11-28.txt'):
@@ -351,7 +361,7 @@ def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-28.txt'):
     """The last run in the committed log of results/loop_vs_nanogpt.sh: each loop's median ms per
     iteration, their ratio and its rounds."""
     runs = re.findall(r"nanoGPT: median ([\d.]+) ms/iter.*\nours: median ([\d.]+) ms/iter .*per round: ([^)]*)\)",
-                      open(os.path.join(HERE, path), encoding='utf-8').read())
+                      source(path))
     nano, ours, per = runs[-1]
     med = {'nanoGPT': float(nano), 'ours': float(ours)}
     rounds = len(per.split(','))
@@ -360,10 +370,7 @@ def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-28.txt'):
 
 def lr_gap(config, size, budget, low, high, paths=SHAPES):
     """How much lr `low`'s mean val loss is ahead of `high`'s (a positive number: low is better)."""
-    vals = {lr: [r['val_loss'] for r in stats.read_many(','.join(
-        os.path.join(HERE, p) for p in paths.split(','))) if r['config'] == config and r['size'] == size
-        and r['schedule'] == 'wsd' and r['budget_value'] == budget and r['lr'] == lr] for lr in (low, high)}
-    return sum(vals[high]) / len(vals[high]) - sum(vals[low]) / len(vals[low])
+    return mean_val(config, size, budget, high, paths=paths)[0] - mean_val(config, size, budget, low, paths=paths)[0]
 
 
 def results():
@@ -372,7 +379,7 @@ def results():
            f"4e-3 ({lr_gap('gpt', '5x288', 3125, 4e-3, 2e-3):.4f} ahead of 2e-3)",
            f"(2e-3 within {abs(lr_gap('llama', '3x96', 1920, 2e-3, 4e-3)):.4f} of it there, 3 seeds each)"]
     # the first 5x288 study's log: a grid ends when its extension starts, which the stop ends
-    log = open(os.path.join(HERE, 'results', 'h200', 'study_2026-11-26_h100.txt'), encoding='utf-8').read()
+    log = source('results/h200/study_2026-11-26_h100.txt')
     ends = {}
     for name in ('gpt', 'llama'):
         stop = int(re.search(rf"\[(\d+)s\] {name}_wsd: sweep.py exited 130", log).group(1))
@@ -381,7 +388,7 @@ def results():
     out.append(f"gpt's and llama's grids ended whole at about {5 * round(ends['gpt'] / 5)} and "
                f"{5 * round(ends['llama'] / 5)} s")
     # the levers bench on one H100: 8 compiled runs against 8 eager ones, iterations per second
-    lev = open(os.path.join(HERE, 'results', 'h100', 'levers_2026-11-26.txt'), encoding='utf-8').read()
+    lev = source('results/h100/levers_2026-11-26.txt')
     its = {k: float(re.search(rf"{k}\s+x 8: 8 processes,\s+([\d.]+) iterations/s", lev).group(1))
            for k in ('eager', 'compiled')}
     out.append(f"8 compiled runs do {its['compiled'] / its['eager']:.1f}× the iterations per second of "
@@ -404,17 +411,6 @@ def results():
     out.append(f"took **{loop['ratio']:.2f}×** nanoGPT's per iteration over {loop['rounds']} rounds "
                f"({loop['ours']:.2f} against {loop['nanoGPT']:.2f} ms")
     return out
-
-
-
-def lr(x):
-    """An lr as the prose writes it: 4e-3, 1.6e-2."""
-    return f"{x:.1e}".replace('.0e', 'e').replace('e-0', 'e-')
-
-
-def records(paths=SHAPES):
-    """The raw records of these results files (relative to the repository)."""
-    return stats.read_many(','.join(os.path.join(HERE, p) for p in paths.split(',')))
 
 
 def mean_val(config, size, budget, at, schedule='wsd', paths=SHAPES):
@@ -462,11 +458,11 @@ def results_1a():
     """RESULTS.md §1a's phrases: its setup, what ran, and what it shows."""
     top = tpps('3x96')[-1]
     rs = records('results/shapes_stdlib.jsonl')
-    flags = dict(f.split('=', 1) for f in [r for r in rs if r['size'] == '3x96'][0]['command'].split() if f.startswith('--'))
     v96 = [r for r in rs if r['size'] == '3x96']
+    flag = flags(v96[0]['command'])
     budgets = sorted({r['budget_value'] for r in v96})
     nb = int(v96[0]['val_set'].split()[0])
-    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    tol = report.MATCH_TOLERANCE
     params = {s: {r['config']: r['params'] for r in rs if r['size'] == s} for s in ('3x96', '4x128')}
     assert all(abs(p / ps['gpt'] - 1) <= tol for ps in params.values() for p in ps.values())
     cool = float(re.search(r'cooldown_frac: float = ([\d.]+)', source('train.py')).group(1))
@@ -501,12 +497,12 @@ def results_1a():
         f"{nb} batches of {v96[0]['batch_size']} × {v96[0]['block_size']} bytes",
         f"CPython {cpython}'s standard library, byte-level), "
         f"context {v96[0]['block_size']}, batch {v96[0]['batch_size']} × {v96[0]['block_size']}",
-        f"(heads of {96 // int(flags['--n_head'])}, {params['3x96']['gpt'] / 1e3:.0f}k parameters, every config "
+        f"(heads of {96 // int(flag['--n_head'])}, {params['3x96']['gpt'] / 1e3:.0f}k parameters, every config "
         f"matched to gpt's within {tol:.0%})",
         f"budgets {', '.join(f'{b:,}' for b in budgets[:-1])} and {budgets[-1]:,} iterations = **{tpps('3x96')[0]:g} "
         f"to {top:g} tokens per parameter**",
-        f"(warmup {flags['--warmup_iters']}, constant, a 1 − √ cooldown to lr/"
-        f"{float(flags['--learning_rate']) / float(flags['--min_lr']):.0f} over the last "
+        f"(warmup {flag['--warmup_iters']}, constant, a 1 − √ cooldown to lr/"
+        f"{float(flag['--learning_rate']) / float(flag['--min_lr']):.0f} over the last "
         f"{ {0.2: 'fifth', 0.25: 'quarter'}[cool] };",
         f"**4 layers × 128** ({params['4x128']['gpt'] / 1e3:.0f}k parameters, budgets {b128[0]:,} to {b128[-1]:,} = "
         f"{tpps('4x128')[0]:g} to {tpps('4x128')[-1]:g} tokens per parameter): gpt and llama at lr "
@@ -589,7 +585,6 @@ def results_1a():
     ]
 
 
-
 def results_1b(R='results/regime_stdlib.jsonl'):
     """RESULTS.md §1b's phrases: the first study, each seed on its own val batches."""
     rs = records(R)
@@ -636,8 +631,8 @@ def results_1c():
     """RESULTS.md §1c's phrases: the 5x288 study's setup, what ran, compiled against eager."""
     rs = records('results/h200/shapes_site.jsonl')
     meta = json.loads(source('results/h200/shapes_site_meta.json'))
-    flags = dict(f.split('=', 1) for f in rs[0]['command'].split() if f.startswith('--'))
-    tol = float(re.search(r'MATCH_TOLERANCE = ([\d.]+)', source('model.py')).group(1))
+    flag = flags(rs[0]['command'])
+    tol = report.MATCH_TOLERANCE
     params = {r['config']: r['params'] for r in rs}
     assert all(abs(p / params['gpt'] - 1) <= tol for p in params.values())
     budgets = sorted({r['budget_value'] for r in rs})
@@ -649,7 +644,7 @@ def results_1c():
         x['lr'] == r['lr'] for x in wsd if x['config'] == c) == len(budgets)}) for c in ('gpt', 'llama', 'gmlp')}
     ext = sorted((r['config'], r['lr'], r['budget_value']) for r in wsd if r['lr'] not in lrs[r['config']])
     d, best = eager_vs_compiled()
-    eager = records('results/h200/shapes_site_eager.jsonl')
+    eager = 'results/h200/shapes_site_eager.jsonl'
     ab = sorted(abs(v) for v in d.values())
     med = (ab[len(ab) // 2] + ab[(len(ab) - 1) // 2]) / 2
     worst = sorted(d.items(), key=lambda kv: -abs(kv[1]))[:2]
@@ -658,13 +653,13 @@ def results_1c():
     agree = [abs(best['eager', c, b][1] - best['compiled', c, b][1]) for c, b in picks if (c, b) not in differ]
     (c0, b0), = differ
     return [
-        f"(heads of {288 // int(flags['--n_head'])}; gpt {params['gpt']:,} parameters, llama and gMLP matched within {tol:.0%})",
+        f"(heads of {288 // int(flag['--n_head'])}; gpt {params['gpt']:,} parameters, llama and gMLP matched within {tol:.0%})",
         f"on **{meta['source']['bytes'] / 1e6:.0f} MB of Python**",
         f"({meta['source']['documents']:,} documents, hashed split {100 - 100 * meta['split']['val_fraction']:.0f}/"
         f"{100 * meta['split']['val_fraction']:.0f}",
         f"context {rs[0]['block_size']}, batch {rs[0]['batch_size']} × {rs[0]['block_size']}, bf16 autocast",
         f"branches at {', '.join(f'{b:,}' for b in budgets[:-1])} and {budgets[-1]:,} iterations "
-        f"(**{tpps('5x288')[0]:g} to {tpps('5x288')[-1]:g} tokens per parameter**), warmup {flags['--warmup_iters']}",
+        f"(**{tpps('5x288')[0]:g} to {tpps('5x288')[-1]:g} tokens per parameter**), warmup {flag['--warmup_iters']}",
         f"{nb} batches of {rs[0]['batch_size']} × {rs[0]['block_size']} bytes = "
         f"{nb * rs[0]['batch_size'] * rs[0]['block_size'] / 1e3:.0f}k bytes; a gap's val-sample noise at most {noise:.4f}",
         "a WSD lr grid at seed 1 (gpt {}; llama {}; gMLP {}".format(
@@ -691,8 +686,8 @@ def results_1c():
             len(row('gpt', '3x96', 20.6, 'cosine')['runs'])),
         f"**At {tpps('5x288')[-1]:g} tokens per parameter** ({budgets[-1]:,} iterations;",
         f"**Under cosine at {budgets[-1]:,} iterations**",
-        f"ran the same three grids to {max(report.tokens_per_param(report.summary_rows(eager)).values()):.0f} tokens per parameter "
-        f"without `--compile`; those {len(eager)} records",
+        f"ran the same three grids to {max(report.tokens_per_param(rows(eager)).values()):.0f} tokens per parameter "
+        f"without `--compile`; those {len(records(eager))} records",
         "were stopped at the deadline with {} run done ({})".format(
             ['no', 'one', 'two'][len(ext)], ', '.join(f"{c} {lr(x)} at {b}" for c, x, b in ext)),
         f"over the {len(d)} pairs — two cards as well as compile, so each Δ is both's: median |Δ| {med:.3f}, "
@@ -714,12 +709,12 @@ def results_2_3():
     flops = {r['budget_value'] for r in st if r['size'] == '4x128' and r['budget'] == 'max_flops'}
     shake = {(r['block_size'], r['batch_size'], r['budget_value']) for r in sh if r['size'] == '4x128'
              and r['budget'] == 'max_iters'}
-    flags = dict(f.split('=', 1) for f in sh[0]['command'].split() if f.startswith('--'))
+    flag = flags(sh[0]['command'])
     (block, batch, iters), = shake
     return [f"**3×96 ({its['3x96'].pop()} iterations) and 4×96 ({its['4x96'].pop()})**, two seeds at the best lr",
             f"(gpt's {flops.pop():.3g} at 4×128;".replace('e+', 'e'),
             f"(4×128, block {block}, batch {batch}, {iters:,} iterations, cosine to lr/"
-            f"{float(flags['--learning_rate']) / float(flags['--min_lr']):.0f})",
+            f"{float(flag['--learning_rate']) / float(flag['--min_lr']):.0f})",
             f"**At equal training FLOPs** (gpt's {iters:,} iterations; one seed)"]
 
 
@@ -806,7 +801,7 @@ def results_4():
     out.append(f"every curve flattens from {gpt['6x384']['params'] / 1e6:.1f}M to {gpt['8x512']['params'] / 1e6:.1f}M parameters"
                if all(abs(val[c, sizes[2]] - val[c, sizes[1]]) < abs(val[c, sizes[1]] - val[c, sizes[0]]) / 3
                       for c in order) else CHANGED)
-    f = dict(x.split('=', 1) for x in sc[0]['command'].split() if x.startswith('--'))
+    f = flags(sc[0]['command'])
     out.append(f"cosine to lr/{float(f['--learning_rate']) / float(f['--min_lr']):.0f}, no dropout, bf16 eager")
     out.append("| config | " + ' | '.join(report.per_param(t) for t in sorted(report.tokens_per_param(rk).values()))
                + " tokens/param |")
@@ -824,16 +819,13 @@ def results_4():
     return out
 
 
-
 def results_5():
     """RESULTS.md §5's phrases: the probe's design from probe.py, its tables and readings from
     results/probe.jsonl and results/probe_rope.jsonl."""
     import probe
     cfg = probe.ProbeConfig()
-    recs = stats.read_results(os.path.join(HERE, 'results', 'probe.jsonl'), 'probe')
-    rope = stats.read_results(os.path.join(HERE, 'results', 'probe_rope.jsonl'), 'probe')
-    curve = {(r['config'], r['lr']): json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve']
-             for r in recs}
+    recs, rope = records('results/probe.jsonl', 'probe'), records('results/probe_rope.jsonl', 'probe')
+    curve = {(r['config'], r['lr']): r['curve'] for r in recs}
     by = {(r['config'], r['lr']): r for r in recs}
     budget = probe.law_steps(cfg, 64)
     assert {r['steps'] for r in recs} == {budget}
@@ -851,17 +843,17 @@ def results_5():
             f"{cfg.stop_acc:g} held-out accuracy",
             f"at batch {cfg.batch_size}, T = 64 is **{budget:,} steps** ({budget * cfg.batch_size / 1e6:.1f}M sequences)"]
     for r in sorted(recs, key=lambda r: (r['solved_at'] is None, -r['acc'] if r['solved_at'] else 0)):
-        last = (json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve'])[-1]
+        last = r['curve'][-1]
         dist = ' / '.join(f"{a:.2f}" for *_, a, _ in r['acc_by_distance'])
-        threads = lambda r: r['machine'].split(', ')[-1].split()[0]  # noqa: E731  ('2 thread(s)')
         out.append(f"| {r['config']} | {r['lr']:g} | {r['params'] / 1e3:.0f}k | {r['acc']:.3f} | "
                    f"{r['steps_run']:,} ({'solved' if r['solved_at'] else 'budget'}) | {last[2]:.3f} | {dist} | "
                    f"{r['seconds'] / 60:.1f} min | {r['cpu_seconds'] / 60:.1f} min | "
-                   f"{threads(r)} |")
+                   f"{r['machine'].split(', ')[-1].split()[0]} |")  # its '2 thread(s)'
     g, ez = curve['gpt', 0.003], by['primer_ez', 0.003]
     at = {step: acc for step, acc, _ in g}
     first = next(step for step, acc, _ in g if acc > 0.5)
-    out.append(f"solves T = 64, N = 4 at width 64: {at[first - 100]:.2f} (= 1/N) at {first - 100} steps, "
+    before = first - by['gpt', 0.003]['eval_interval']  # the evaluation before it
+    out.append(f"solves T = 64, N = 4 at width 64: {at[before]:.2f} (= 1/N) at {before} steps, "
                f"{at[first]:.2f} at {first}, {at[by['gpt', 0.003]['solved_at']]:.2f} at "
                f"{by['gpt', 0.003]['solved_at']:,} steps ({by['gpt', 0.003]['solved_at'] * cfg.batch_size / 1e3:.0f}k "
                f"sequences), {by['gpt', 0.003]['solved_at'] / budget:.0%} of the emergence law's budget")
@@ -898,7 +890,7 @@ def results_5():
              'gpt_rope --bias=True': '`--bias=True`', 'gpt_rope --attn=mdha': '`--attn=mdha` (causal conv, kernel 3)',
              'gpt_rope --pos_emb=none': '`--pos_emb=none` (NoPE)'}
     for r in rope:
-        c = (json.loads(r['curve']) if isinstance(r['curve'], str) else r['curve'])
+        c = r['curve']
         above = next((step for step, acc, _ in c if acc > 0.5), None)
         four = r['steps'] > b64
         name = label[r['config']].split(' (')[0] if four and r['config'] != 'gpt' else label[r['config']]
@@ -908,11 +900,11 @@ def results_5():
                    f"{r['cpu_seconds'] / 60:.1f} |")
     rr = {(r['config'], r['steps'] > b64): r for r in rope}
     nope4, rope4 = rr['gpt_rope --pos_emb=none', True], rr['gpt_rope', True]
-    c4 = json.loads(nope4['curve']) if isinstance(nope4['curve'], str) else nope4['curve']
+    c4 = nope4['curve']
     rise = next(step for step, acc, _ in c4 if acc > 0.5)
     warm = cfg.warmup_frac * nope4['steps']
     out += [f"at its budget and at 4× it ({rope4['steps'] / 1e3:.0f}k steps, {rope4['steps'] * 64 / 1e6:.0f}M sequences, "
-            f"loss {(json.loads(rope4['curve']) if isinstance(rope4['curve'], str) else rope4['curve'])[-1][2]:.2f})",
+            f"loss {rope4['curve'][-1][2]:.2f})",
             f"it solves the cell in {rr['gpt_rope --bias=True', False]['solved_at']:,} steps; given local context (a "
             f"causal convolution), in {rr['gpt_rope --attn=mdha', False]['solved_at']:,}, faster than learned "
             f"positions ({rr['gpt', False]['solved_at']:,})",
@@ -960,7 +952,7 @@ def results_6_7():
     shape = re.search(r'\((\d+)x(\d+), block (\d+), batch (\d+)\)', bench)
     tokens = re.search(r'--decode_tokens=(\d+)', bench).group(1)
     unstable = float(re.search(r'UNSTABLE = ([\d.]+)', source('bench.py')).group(1))
-    email = stats.read_results(os.path.join(HERE, 'results', 'example_email.jsonl'))
+    email = records('results/example_email.jsonl')
     torch_log = re.search(r'torch (\S+),', log).group(1)
     torch_email = re.search(r'torch (\S+)', email[0]['machine']).group(1)
     return [f"gpt at {flag['n_layer']}×{flag['n_embd']}, block {flag['block_size']}, batch {flag['batch_size']}, "
@@ -988,7 +980,7 @@ def normal(text):
 def missing():
     """(document, what is wrong) for each claim whose phrase is not in its document, and each
     unbacked phrase that is."""
-    docs = {d: normal(open(os.path.join(HERE, d), encoding='utf-8').read())
+    docs = {d: normal(source(d))
             for d in ('README.md', 'RESULTS.md', 'GUIDE.md')}
     return ([(doc, f"should say: {phrase}") for doc, phrase in claims()
              if normal(phrase) not in docs[doc]]

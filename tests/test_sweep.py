@@ -1183,7 +1183,6 @@ def test_every_number_in_the_conclusions_prose_is_computed_from_the_records():
     assert not wrong, '\n'.join(f"{doc}: {what}" for doc, what in wrong)
 
 
-
 def test_changing_any_number_in_readme_or_results_prose_fails_a_claim():
     """Every number in README's and RESULTS.md's prose outside the report's tables is a claim
     rendered from the records, a committed log or the code (tests/doc_claims.py), or names something
