@@ -46,9 +46,9 @@ from configurator import HERE, UsageError, parse_config, regular_file, require, 
 from model import DecodeCache, GPTConfig, GPT
 from report import markdown_table
 from sample import CapturedStep, stream
-from guards import peak_flops, resolve_device
 from stats import config_paths, split_flags
-from train import TrainConfig, autocast_context, resolve_dtype, train_step
+from guards import autocast_context, peak_flops, resolve_device, resolve_dtype
+from train import TrainConfig, train_step
 
 
 UNSTABLE = 0.25  # (max - min) / median of the timings above which a row is marked UNSTABLE

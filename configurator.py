@@ -1,21 +1,30 @@
 """
 The plumbing every script shares (nanoGPT's configurator.py, checked against a dataclass instead of
 exec-ed into globals): config files and `--key=value` flags (`parse_config`), `--help` from the
-fields' comments, one-line errors (`UsageError`, `run_main`), crash-safe writes, folder locks and
-the one reader of JSON-lines files.
+fields' comments, one-line errors (`UsageError`, `run_main`), crash-safe writes, and the one reader
+of JSON-lines files. Every folder a script writes has one lock and one swap: `hold(path)` guards a
+*name* (whoever writes, renames or removes a folder holds it first; once locked, a holder looks the
+name up again), `swap_in(new, dest, ...)` replaces a folder whole in renames a kill can cut anywhere
+(the next holder finishes it), and only what is ours, hidden names included, is ever replaced.
 """
 import contextlib
 import dataclasses
 import difflib
+import glob
 import inspect
-import itertools
 import json
 import os
 import re
 import signal
+import stat
 import sys
 import time
 import types
+
+try:
+    import fcntl
+except ImportError:  # (Windows: no flock; nothing is locked there)
+    fcntl = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # this repository's scripts
 
@@ -201,20 +210,26 @@ def help_text(cls, usage=None, doc=None):
 # running a script, reading and writing files
 
 def run_main(main):
-    """Run a script's main(): a UsageError is one line on stderr and exit code 2, Ctrl-C exits 130,
-    a closed stdout pipe exits quietly."""
+    """Run a script's main(): a UsageError, or an OSError on a path (no permission, a full disk,
+    ...), is one line on stderr and exit code 2, Ctrl-C exits 130, a closed stdout pipe exits
+    quietly."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt from here
     try:
         main(sys.argv[1:])
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
-        print(file=sys.stderr)
-        sys.exit(130)
     except BrokenPipeError:  # `python sample.py | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         sys.exit(1)
+    except OSError as e:
+        if e.filename is None:
+            raise
+        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:  # ^C: no traceback, and the shell's exit code for SIGINT
+        print(file=sys.stderr)
+        sys.exit(130)
 
 
 def regular_file(path, what, *, output=False, fix='name a file'):
@@ -229,30 +244,22 @@ def regular_file(path, what, *, output=False, fix='name a file'):
     raise UsageError(f"{what} {path!r} is {kind}; {fix}")
 
 
-def atomic_write(path, write, *more):
+def atomic_write(path, write):
     """write(f) into a temp file beside `path`, fsync, then os.replace: a crash leaves `path` as it
-    was. `more`: further (path, write) pairs, each whole in its temp file before the first rename,
-    then renamed in order: once one is renamed, the later ones' temp files stay whole for the next
-    start to rename (a kill or an error between two renames). A failure (torch.save's RuntimeError
-    on a full disk too) is one line naming the path."""
-    files, temps = [(path, write), *more], []
+    was. A failure (torch.save's RuntimeError on a full disk too) is one line naming the path."""
+    regular_file(path, 'output', output=True)
+    tmp = f"{path}.tmp{os.getpid()}"
     try:
-        for path, write in files:
-            regular_file(path, 'output', output=True)
-            temps.append(f"{path}.tmp{os.getpid()}")
-            with open(temps[-1], 'wb') as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
-        for (path, _), tmp in zip(files, temps):
-            os.replace(tmp, path)
-            temps = []
+        with open(tmp, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it visible
+        os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
         raise write_error(path, e) from None
     finally:
-        for tmp in temps:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def write_error(path, e):
@@ -265,38 +272,135 @@ def write_error(path, e):
     return UsageError(f"could not write {path!r}: {why[:1].lower()}{why.splitlines()[0][1:]}")
 
 
-def lock_folder(path, *, waiting=None, stop=None):
-    """Hold `path` (a folder, or a lock file made if missing) until this process exits or closes the
-    returned fd: a flock dies with its process (kill -9 too), so it is never stale. Held elsewhere:
-    a UsageError; with `waiting`, said once and waited for, until `stop` turns true (then None).
-    No flock (Windows): None."""
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY if os.path.isdir(path) else os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise write_error(path, e) from None
-    for n in itertools.count():
+# -----------------------------------------------------------------------------
+# one lock, one swap: every folder a script writes, renames or removes (train.py's out_dir and prev/,
+# a dataset, a sweep's runs, a results file)
+
+def hold(path, *, file=False, waiting=None, stop=None):
+    """Hold the name `path` until release(), which it returns, or this process's exit: a flock on
+    .<name>.lock beside what it names (a lock file is never renamed, so the lock stays with the name
+    while the holder renames or removes what it names; a flock dies with its process, kill -9 too:
+    never stale). Once locked, the lock file is looked up again (one its last holder removed is not
+    it). The folder `path` names is then made if missing (not with file=True), and removed again at
+    release if nothing was put in it. Held elsewhere: a UsageError naming it; with `waiting`, said
+    once and waited for until `stop` turns true (then None)."""
+    real = os.path.realpath(path)  # (names of one folder, a symlink's too: one lock)
+    lock = os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.lock")
+    made, said = None if file else topmost_missing(path), False
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
+            os.makedirs(os.path.dirname(lock), exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # read-only, a file where a folder goes, ...
+            raise UsageError(f"cannot lock {path} ({e.strerror}: {e.filename}); pass another "
+                             "folder") from None
+        try:
+            if fcntl:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # held by another process
-            pass
+            os.close(fd)
+            if not waiting:
+                raise UsageError(f"{path} is in use: another process (a train.py, prepare.py or "
+                                 "sweep.py) is writing there; wait for it to finish or stop it, or "
+                                 "use another folder") from None
+            if stop:
+                return None
+            if not said:
+                print(f"  {waiting}; waiting", file=sys.stderr, flush=True)
+            said = True
+            time.sleep(1.0)
+            continue
         except OSError as e:  # (ENOLCK: a network file system without locks)
             os.close(fd)
             raise UsageError(f"cannot lock {path} ({e.strerror}); use a folder on a local disk") \
                 from None
-        if not waiting or stop:
-            os.close(fd)
-            if waiting:
-                return None
-            raise UsageError(f"{path} is in use: another process (a train.py or a prepare.py) is "
-                             "writing there; wait for it to finish or stop it, or use another folder")
-        if n == 0:
-            print(f"  {waiting}; waiting", file=sys.stderr, flush=True)
-        time.sleep(1.0)
+        if same(fd, lock):
+            break
+        os.close(fd)  # removed by the holder before us: the name's lock is a new file now
+    try:
+        if not file:
+            os.makedirs(path, exist_ok=True)
+    except OSError as e:  # a file in the way, ...
+        release(fd, lock, path, made)
+        raise UsageError(f"{path} cannot be made a folder ({e.strerror}: {e.filename}); pass "
+                         "another folder") from None
+    return lambda: release(fd, lock, path, made)
+
+
+def same(fd, path):
+    """Whether `path` still names what `fd` holds open."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except OSError:
+        return False
+
+
+def topmost_missing(path):
+    """The outermost folder of `path` that does not exist yet (what makedirs would make), or None."""
+    if os.path.lexists(path):
+        return None
+    path = os.path.abspath(path)
+    while not os.path.lexists(os.path.dirname(path)):
+        path = os.path.dirname(path)
+    return path
+
+
+def release(fd, lock, path, made):
+    """Give a hold back: its lock file goes, then what it made if nothing was put in it."""
+    with contextlib.suppress(OSError):
+        os.unlink(lock)
+    path = os.path.abspath(path)
+    while made and os.path.isdir(path):  # (an OSError: not empty)
+        try:
+            os.rmdir(path)
+        except OSError:
+            break
+        if path == made:
+            break
+        path = os.path.dirname(path)
+    os.close(fd)
+
+
+def foreign(folder, ours):
+    """The names in `folder` that are not ours: not regular files that ours(folder), a name
+    predicate, claims (a symlink or a folder never is); [folder] when it is itself a symlink, or
+    not a folder."""
+    if os.path.islink(folder) or not os.path.isdir(folder):
+        return [folder]
+    claims = ours(folder)
+    return [n for n in sorted(os.listdir(folder))
+            if not (claims(n) and stat.S_ISREG(os.lstat(os.path.join(folder, n)).st_mode))]
+
+
+def refuse_foreign(folder, ours, what):
+    """A UsageError naming what in `folder` is not ours (`what`: whose folder it is, and why)."""
+    names = foreign(folder, ours) if os.path.lexists(folder) else []
+    if names == [folder]:
+        raise UsageError(f"{folder} is {'a symlink' if os.path.islink(folder) else 'not a folder'}, "
+                         f"where {what} writes: move it away, or use another folder")
+    if names:
+        raise UsageError(f"{folder} holds {', '.join(names[:3])}{', ...' if names[3:] else ''}, "
+                         f"which {what} did not write: move it away, or use another folder")
+
+
+def swap_in(new, dest, ours, what, *, ready=True):
+    """dest replaced by the folder `new`, whole (`ready`: the caller's word that it is): dest ->
+    <new>.old, new -> dest, then <new>.old goes. Run again after a kill anywhere in it, it finishes
+    (dest held: hold() may have made an empty dest in the gap, which the second rename replaces).
+    Only a folder whose every name `ours` claims (see foreign) is replaced or removed; anything else
+    stops it, in one line naming it, and stays."""
+    old = f"{new}.old"
+    if ready and os.path.isdir(new):
+        if os.path.lexists(dest) and not os.path.lexists(old):
+            refuse_foreign(dest, ours, what)
+            os.replace(dest, old)
+        os.replace(new, dest)
+        fsync_dir(os.path.dirname(os.path.abspath(dest)))
+    if os.path.lexists(old):
+        refuse_foreign(old, ours, what)
+        for name in sorted(os.listdir(old), key=lambda n: n == 'meta.json'):  # (what claims the
+            os.remove(os.path.join(old, name))  # rest goes last: cut short, the rest is still ours)
+        os.rmdir(old)
 
 
 def fsync_dir(path):
@@ -357,10 +461,16 @@ def quick_start(prepare=True):
     return f"python {script('prepare.py')} && {train}" if prepare else train
 
 
-def no_checkpoint(path):
-    """The error for a missing out_dir/ckpt.pt: the run before a scratch start is in its prev/."""
-    prev = os.path.join(os.path.dirname(path), 'prev')
+def no_checkpoint(path, train=None):
+    """The error for a missing out_dir/ckpt.pt: the run before a scratch start is in its prev/; a
+    sweep's folder (--out_prefix) names its runs; else how to train one (`train`: the command that
+    trains this out_dir's run, if known)."""
+    folder = os.path.dirname(path)
+    prev, runs = os.path.join(folder, 'prev'), sorted(
+        glob.glob(os.path.join(glob.escape(folder), '*', 'ckpt.pt')), key=os.path.getmtime)
     return UsageError(f"no checkpoint at {path!r}; " + (
         f"{prev}/ holds the run before the last scratch start there (--out_dir={prev})"
         if os.path.isfile(os.path.join(prev, 'ckpt.pt')) else
-        f"train one first ({quick_start()}) or point out_dir at the right folder"))
+        f"{folder} holds the run folders of {len(runs)} run(s), the newest "
+        f"{os.path.dirname(runs[-1])}: pass --out_dir=one of them" if runs else
+        f"train one first ({train or quick_start()}) or point out_dir at the right folder"))

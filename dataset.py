@@ -2,15 +2,15 @@
 What a token dataset on disk is, for prepare.py that writes it and train.py and sample.py that read
 it: the tokenizer its meta.json describes (char, byte or tiktoken, rebuilt and checked from it), its
 shards in llm.c's format (a 256 x int32 header: magic 20240520, version 1 = uint16 tokens or 2 =
-uint32, token count; then the tokens), meta.json and the data's fingerprint, and how a folder is
-written once (`DatasetWriter`: the new dataset whole beside it, then swapped in by two renames).
+uint32, token count; then the tokens), meta.json and the data's fingerprint, how a reader opens a
+folder once (open_dataset) and how one is written once (`DatasetWriter`: the new dataset whole
+beside it, then configurator.swap_in).
 
 Each tokenizer has encode(str) -> list[int], decode(ids) -> str, vocab_size, eot_token, name, meta()
 (what meta.json needs to rebuild it) and encode_array(str) -> np.ndarray (prepare.py's fast path).
 """
 import base64
 import contextlib
-import glob
 import hashlib
 import itertools
 import json
@@ -18,12 +18,12 @@ import os
 import pathlib
 import re
 import shutil
-import time
+import stat
 
 import numpy as np
 
-from configurator import (UsageError, atomic_write, fsync_dir, lock_folder, script,
-                          write_error)
+from configurator import (UsageError, atomic_write, fsync_dir, hold, refuse_foreign, regular_file,
+                          script, swap_in, write_error)
 
 
 EOT = '<|endoftext|>'
@@ -111,9 +111,10 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
     default the GPT-2 pattern; <|endoftext|> takes the id after the last rank (GPT-2's 50256)."""
     import tiktoken
     try:
-        data = pathlib.Path(path).read_bytes()
-    except OSError:
-        raise UsageError(f"tiktoken ranks file {path!r} not found") from None
+        data = pathlib.Path(regular_file(path, 'tiktoken ranks file',
+                                         fix='name a .tiktoken file')).read_bytes()
+    except OSError as e:
+        raise UsageError(f"tiktoken ranks file {path!r}: {e.strerror}") from None
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise UsageError(f"tiktoken ranks file {path!r} is not the one the data was tokenized "
                          "with (its sha256 differs)")
@@ -138,15 +139,9 @@ def tiktoken_from_file(path, *, pat_str=GPT2_PATTERN, special_tokens=None, sha25
     return TiktokenTokenizer(enc, info)
 
 
-# the sha256 of the ranks file of an encoding known by name, so that a local copy can stand in for
-# it offline, checked: gpt2's ranks are r50k_base's (openaipublic's r50k_base.tiktoken)
-KNOWN_RANKS = {'gpt2': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930',
-               'r50k_base': '306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930'}
-
-
-def tiktoken_by_name(name, *, flag='--tokenizer'):
+def tiktoken_by_name(name):
     """tiktoken.get_encoding(name): downloaded on first use, then read from TIKTOKEN_CACHE_DIR (or
-    its temp dir). Offline, the message names `flag`: the option that takes a local ranks file."""
+    its temp dir)."""
     import tiktoken
     names = tiktoken.list_encoding_names()
     if name not in names:
@@ -155,16 +150,14 @@ def tiktoken_by_name(name, *, flag='--tokenizer'):
     try:
         enc = tiktoken.get_encoding(name)
     except Exception as e:  # offline: requests' ConnectionError, or anything else from the download
-        raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, pass "
-                         f"{flag}=path/to/{name}.tiktoken or set TIKTOKEN_CACHE_DIR to a copy "
-                         "of its cache") from None
+        raise UsageError(f"tiktoken could not load {name!r} ({type(e).__name__}); offline, set "
+                         "TIKTOKEN_CACHE_DIR to a copy of its cache") from None
     return TiktokenTokenizer(enc, {'kind': 'tiktoken', 'name': name})
 
 
 def load_tokenizer(meta, *, ranks_file=''):
     """Rebuild the tokenizer that meta.json (as a dict) describes. A BPE ranks file no longer where
-    it was (a moved folder, another machine), or one for an encoding known by name offline, is
-    `ranks_file`, checked by its sha256."""
+    it was (a moved folder, another machine) is `ranks_file`, checked by its sha256."""
     problem = tokenizer_problem(meta or {})
     if problem:
         raise UsageError(f"meta.json {problem}; rerun prepare.py")
@@ -173,19 +166,15 @@ def load_tokenizer(meta, *, ranks_file=''):
         return CharTokenizer(tok['chars'])
     if tok['kind'] == 'byte':
         return ByteTokenizer()
-    if tok.get('ranks_file'):  # a file prepare.py read, its sha256 kept
-        if not os.path.isfile(ranks_file or tok['ranks_file']):
-            raise UsageError(f"tiktoken ranks file {ranks_file or tok['ranks_file']!r} not found "
-                             f"(moved?); pass --ranks_file=path/to/"
-                             f"{os.path.basename(tok['ranks_file'])}")
-        return tiktoken_from_file(ranks_file or tok['ranks_file'], sha256=tok.get('ranks_sha256'),
-                                  pat_str=tok.get('pat_str', GPT2_PATTERN),
-                                  special_tokens=tok.get('special_tokens'))
-    if ranks_file:  # by name (gpt2) offline: a local copy of its ranks
-        enc = tiktoken_from_file(ranks_file, special_tokens={EOT: 50256},
-                                 sha256=KNOWN_RANKS.get(tok['name']))
-        return TiktokenTokenizer(enc.enc, {'kind': 'tiktoken', 'name': tok['name']})
-    return tiktoken_by_name(tok['name'], flag='--ranks_file')
+    if not tok.get('ranks_file'):  # an encoding by name
+        return tiktoken_by_name(tok['name'])
+    path = ranks_file or tok['ranks_file']  # a file prepare.py read, its sha256 kept
+    if not os.path.lexists(path):
+        raise UsageError(f"tiktoken ranks file {path!r} not found (moved?); pass --ranks_file=path/"
+                         f"to/{os.path.basename(tok['ranks_file'])}")
+    return tiktoken_from_file(path, sha256=tok.get('ranks_sha256'),
+                              pat_str=tok.get('pat_str', GPT2_PATTERN),
+                              special_tokens=tok.get('special_tokens'))
 
 
 def sha256_file(path):
@@ -246,146 +235,116 @@ def shard_header(ntok, dtype):
     return header.tobytes()
 
 
-def load_shard(path):
-    """One shard's tokens as a read-only np.memmap, after checking its header against the file."""
+def load_shard(path, opener=None):
+    """One shard's tokens as a read-only np.memmap, after checking its header against the file
+    (`opener`: open its name inside a folder held open, see open_dataset)."""
     try:
-        size = os.path.getsize(path)
+        f = open(os.path.basename(path) if opener else path, 'rb', opener=opener)
     except OSError:
         raise ShardError(f"shard {path!r} not found; rerun prepare.py") from None
-    if size < HEADER_BYTES:
-        raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
-                         "header; it is truncated, rerun prepare.py")
-    header = np.fromfile(path, dtype=np.int32, count=256)
-    if header[0] != MAGIC:
-        raise ShardError(f"{path}: not a token shard (magic number {header[0]}, expected {MAGIC})")
-    if header[1] not in (1, 2):
-        raise ShardError(f"{path}: unknown shard version {header[1]} (1 = uint16 tokens, 2 = uint32)")
-    dtype = np.dtype(np.uint16 if header[1] == 1 else np.uint32)
-    ntok = int(header[2])
-    expected = HEADER_BYTES + ntok * dtype.itemsize
-    if ntok < 0 or size != expected:
-        raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file "
-                         f"has {size} bytes; it is truncated or corrupt, rerun prepare.py")
-    if ntok == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < HEADER_BYTES:
+            raise ShardError(f"{path}: {size} bytes is shorter than the {HEADER_BYTES}-byte shard "
+                             "header; it is truncated, rerun prepare.py")
+        header = np.frombuffer(f.read(HEADER_BYTES), dtype=np.int32)
+        if header[0] != MAGIC:
+            raise ShardError(f"{path}: not a token shard (magic number {header[0]}, expected {MAGIC})")
+        if header[1] not in (1, 2):
+            raise ShardError(f"{path}: unknown shard version {header[1]} (1 = uint16 tokens, 2 = uint32)")
+        dtype = np.dtype(np.uint16 if header[1] == 1 else np.uint32)
+        ntok = int(header[2])
+        expected = HEADER_BYTES + ntok * dtype.itemsize
+        if ntok < 0 or size != expected:
+            raise ShardError(f"{path}: the header says {ntok} tokens ({expected} bytes) but the file "
+                             f"has {size} bytes; it is truncated or corrupt, rerun prepare.py")
+        if ntok == 0:
+            return np.zeros(0, dtype=dtype)
+        return np.memmap(f, dtype=dtype, mode='r', offset=HEADER_BYTES, shape=(ntok,))
 
 
-def find_shards(data_dir, split, meta):
+def find_shards(data_dir, split, meta, names=None):
     """The shard paths of `split`: those `meta` (data_dir's meta.json) lists, else (raw llm.c
-    shards) the sorted data_dir/<split>_*.bin, else *_<split>_*.bin (fineweb_train_000001.bin)."""
+    shards) the sorted data_dir/<split>_*.bin, else *_<split>_*.bin (fineweb_train_000001.bin), of
+    `names` (the folder's, by default listed now)."""
     if meta and 'shards' in meta:  # only these: no other file in the folder is read
         return [os.path.join(data_dir, name) for name in meta['shards'][split]]
-    paths = (sorted(glob.glob(os.path.join(glob.escape(data_dir), f"{split}_*.bin")))
-             or sorted(glob.glob(os.path.join(glob.escape(data_dir), f"*_{split}_*.bin"))))
-    if not paths:
+    names = sorted(os.listdir(data_dir) if names is None else names)
+    found = ([n for n in names if re.fullmatch(rf'{split}_.*\.bin', n)]
+             or [n for n in names if re.fullmatch(rf'.*_{split}_.*\.bin', n)])
+    if not found:
         raise UsageError(f"no {split}_*.bin shards in {data_dir!r}; make them with prepare.py "
                          f"(python {script('prepare.py')} writes data/pydoc_char)")
-    return paths
+    return [os.path.join(data_dir, n) for n in found]
 
 
 def open_dataset(data_dir):
-    """(meta or None, {'train': [(path, tokens)], 'val': [...]}): meta.json read once, then the
-    shards it lists, all of one folder. prepare.py swaps a new dataset in by renaming folders: a
-    read that overlaps the swap is taken again (the folder is another one), never mixed."""
-    for _ in range(3):
-        folder = folder_id(data_dir)
-        try:
-            meta = read_meta(data_dir)
-            problem = meta and tokenizer_problem(meta)
-            if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
-                raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
-            shards = {split: [(p, load_shard(p)) for p in find_shards(data_dir, split, meta)]
-                      for split in ('train', 'val')}
-        except UsageError:
-            if folder_id(data_dir) == folder:
-                raise
-            continue
-        if folder_id(data_dir) == folder:
-            return meta, shards
-    raise UsageError(f"{data_dir} changed each time it was read (prepare.py is writing there); "
-                     "rerun when it is done")
-
-
-def folder_id(data_dir):
-    """The folder data_dir names now (device, inode); while prepare.py swaps a new one in (two
-    renames) it is missing for an instant: waited for. Else a UsageError saying what to run."""
-    new = beside(data_dir, 'new')
-    for _ in range(40):
-        if os.path.exists(data_dir) or not os.path.isdir(new):
-            break
-        time.sleep(0.05)
-    if os.path.isdir(data_dir):
-        st = os.stat(data_dir)
-        return st.st_dev, st.st_ino
-    if os.path.exists(data_dir):
-        raise UsageError(f"data_dir {data_dir!r} is not a folder; pass --data_dir=a/dataset/folder")
-    if os.path.isdir(new):
-        raise UsageError(f"data_dir {data_dir!r} is missing: a prepare.py was killed as it swapped "
-                         f"in the new dataset it wrote in {new}; rerun it to finish the swap")
-    raise UsageError(f"data_dir {data_dir!r} not found; run `{prepare_command(data_dir)}` first or "
-                     "pass --data_dir=...")
-
-
-def read_meta(data_dir):
-    """The parsed data_dir/meta.json after checking it, or None when there is none (raw llm.c
-    shards)."""
-    path = os.path.join(data_dir, 'meta.json')
-    if not os.path.isfile(path):
-        return None
+    """(meta or None, {'train': [(path, tokens)], 'val': [...]}): the folder opened once, and
+    meta.json and the shards it lists read inside it, so a prepare.py that swaps a new dataset in
+    meanwhile can never pair one dataset's meta.json with another's shards."""
     try:
-        with open(path, encoding='utf-8') as f:
-            meta = json.load(f)
-    except (ValueError, OSError) as e:
-        raise UsageError(f"{path} is unreadable ({e}); rerun prepare.py") from None
-    problem = meta_problem(meta)
-    if problem:
-        raise UsageError(f"{path} {problem}; rerun prepare.py")
+        fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        new = beside(data_dir, 'new')
+        raise UsageError(
+            f"data_dir {data_dir!r} is missing: a prepare.py is swapping in the dataset it wrote "
+            f"in {new}, or was killed doing so; rerun it" if os.path.lexists(new) else
+            f"data_dir {data_dir!r} not found; write it with prepare.py (python "
+            f"{script('prepare.py')} --help) or pass --data_dir=...") from None
+    except NotADirectoryError:
+        raise UsageError(f"data_dir {data_dir!r} is not a folder; pass --data_dir=a/dataset/folder") \
+            from None
+
+    def opener(name, flags):  # names inside the folder opened above, whatever data_dir names now
+        return os.open(name, flags, dir_fd=fd)
+    try:
+        meta = read_meta(data_dir, opener)
+        problem = meta and tokenizer_problem(meta)
+        if problem:  # else a run trains, and only sample.py finds its tokens cannot be decoded
+            raise UsageError(f"{data_dir}/meta.json {problem}; rerun prepare.py")
+        names = os.listdir(fd)
+        shards = {split: [(p, load_shard(p, opener)) for p in find_shards(data_dir, split, meta, names)]
+                  for split in ('train', 'val')}
+    except UsageError:
+        if not os.path.isdir(data_dir) or os.path.samestat(os.fstat(fd), os.stat(data_dir)):
+            raise
+        raise UsageError(f"{data_dir} was replaced while it was read (a prepare.py swapped a new "
+                         "dataset in): rerun") from None
+    finally:
+        os.close(fd)
+    return meta, shards
+
+
+def read_meta(data_dir, opener=None):
+    """The parsed data_dir/meta.json once the fields readers use are checked (one line if one is
+    not as prepare.py writes it), or None when there is none (raw llm.c shards)."""
+    path = os.path.join(data_dir, 'meta.json')
+    try:  # (opened without blocking, and then checked: a FIFO there is never read)
+        f = open('meta.json' if opener else path, 'rb',
+                 opener=lambda name, flags: (opener or os.open)(name, flags | os.O_NONBLOCK))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise UsageError(f"{path} is unreadable ({e.strerror}); rerun prepare.py") from None
+    with f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UsageError(f"{path} is not a regular file (a device, pipe or socket); rerun "
+                             "prepare.py")
+        try:
+            meta = json.loads(f.read())
+        except ValueError as e:
+            raise UsageError(f"{path} is unreadable ({e}); rerun prepare.py") from None
+    try:
+        vocab, eot = meta['vocab_size'], meta.get('eot_token')
+        shards = meta.get('shards', {'train': [], 'val': []})
+        if not (type(vocab) is int and vocab > 0 and (eot is None or type(eot) is int and 0 <= eot < vocab)
+                and all(re.fullmatch(r'\w[\w.-]*\.bin', n) for s in ('train', 'val') for n in shards[s])
+                and all(type(i) is int and i < vocab for i in meta.get('max_id', {}).values())):
+            raise ValueError
+    except (KeyError, TypeError, ValueError, AttributeError):  # (a list, a string, a null, ...)
+        raise UsageError(f"{path} is not as prepare.py writes it (its vocab_size, eot_token, shard "
+                         "list or max_id is malformed); rerun prepare.py") from None
     return meta
-
-
-def meta_problem(meta):
-    """What is wrong with a parsed meta.json, or None."""
-    if not isinstance(meta, dict):
-        return f"holds a JSON {type(meta).__name__}, not an object"
-    vocab = meta.get('vocab_size')
-    if type(vocab) is not int or vocab <= 0:
-        return f"has vocab_size={vocab!r}, not a positive integer"
-    eot = meta.get('eot_token')
-    if eot is not None and not (type(eot) is int and 0 <= eot < vocab):
-        return f"has eot_token={eot!r}, not an id below vocab_size={vocab}"
-    shards = meta.get('shards', {'train': [], 'val': []})
-    if not (isinstance(shards, dict) and all(isinstance(shards.get(s), list) and all(
-            isinstance(n, str) and re.fullmatch(r'\w[\w.-]*\.bin', n) for n in shards[s])
-            for s in ('train', 'val'))):
-        return ("has a malformed shard list (expected shards = {'train': [file names], "
-                "'val': [file names]})")
-    top = meta.get('max_id', {})
-    if not isinstance(top, dict) or not all(type(v) is int for v in top.values()):
-        return f"has a malformed max_id {top!r}"
-    for split, i in top.items():
-        if i >= vocab:
-            return f"says the {split} shards hold token id {i}, but vocab_size is {vocab}"
-    return None
-
-
-def prepare_command(data_dir):
-    """The prepare.py command that writes `data_dir` (by default data/<corpus>_<tokenizer>)."""
-    corpus, _, tok = os.path.basename(os.path.normpath(data_dir)).partition('_')
-    if corpus == 'fineweb10B':  # FineWeb's GPT-2 shards (a download)
-        at_default = os.path.normpath(data_dir) == os.path.join('data', 'fineweb10B')
-        out = '' if at_default else f" --out_dir={data_dir}"
-        return f"python {script('prepare.py')} --dataset=fineweb --train_shards=N{out}"
-    if corpus not in ('pydoc', 'stdlib', 'shakespeare'):
-        return f"python {script('prepare.py')} --input=YOUR_TEXT --out_dir={data_dir}"
-    args = [f'--dataset={corpus}'] if corpus != 'pydoc' else []
-    default = 'byte' if corpus == 'stdlib' else 'char'
-    tok = tok or default
-    if tok != default:
-        args.append(f"--tokenizer={tok}")
-    if os.path.normpath(data_dir) != os.path.join('data', f"{corpus}_{tok}"):
-        args.append(f"--out_dir={data_dir}")
-    return ' '.join(['python', script('prepare.py'), *args])
 
 
 # what in meta.json says which data it is (not the shards' names, the command that wrote them, nor
@@ -434,12 +393,12 @@ def beside(out_dir, part):
 class DatasetWriter:
     """
     A new dataset for `out_dir`, written whole beside it, then swapped in:
-        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # out_dir locked
+        with DatasetWriter(out_dir, dtype=..., shard_tokens=...) as w:  # out_dir held
             w.add('train', ids, nbytes) ...  # shards train_000000.bin, ... in .<name>.new/
-            w.commit(meta)                   # its meta.json, then the swap (`swap_in`)
+            w.commit(meta)                   # its meta.json, then configurator.swap_in
     A reader sees the old dataset or the new one, whole. Leaving the block without commit() (an
-    error, Ctrl-C) removes what this run wrote; the next run finishes a swap a kill cut short.
-    Only a folder of datasets is replaced: one that holds other files is refused.
+    error, Ctrl-C) removes what this run wrote; the next run finishes a swap a kill cut short. Only
+    a folder holding exactly a dataset prepare.py wrote (hidden names included) is replaced.
     """
 
     def __init__(self, out_dir, *, dtype, shard_tokens):
@@ -451,27 +410,19 @@ class DatasetWriter:
         self.max_id, self.f, self.split, self.n = {}, None, None, 0  # n: the open shard's tokens
 
     def __enter__(self):
-        self.made = os.path.abspath(self.out_dir)  # the topmost folder this run makes, if any
-        while not os.path.exists(os.path.dirname(self.made)):
-            self.made = os.path.dirname(self.made)
-        self.made = None if os.path.exists(self.made) else self.made
-        other = [n for n in sorted(os.listdir(self.out_dir)) if not n.startswith('.') and not (
-            re.fullmatch(r'meta\.json|\w*(?:train|val)_\w*\.bin', n)
-            and os.path.isfile(os.path.join(self.out_dir, n)))] if os.path.isdir(self.out_dir) else []
-        if other:  # (a run's, or the user's: never removed with the dataset it replaces)
-            raise UsageError(f"{self.out_dir} holds files that are not a dataset's ({', '.join(other[:3])}"
-                             f"{', ...' if other[3:] else ''}): a folder is a run's or a dataset's; "
-                             "pass another --out_dir")
+        self.give_back = hold(self.out_dir)  # (made if missing: gone again if nothing came of it)
         try:
-            os.makedirs(self.out_dir, exist_ok=True)
-        except OSError as e:  # a file in the way, no permission, a read-only file system
-            raise UsageError(f"cannot create directory {self.out_dir!r}: {e.strerror}") from None
-        self.lock = lock_folder(self.out_dir)
-        try:
-            finish(self.out_dir)
+            done = os.path.isfile(os.path.join(self.new, 'meta.json'))  # (whole: meta.json is last)
+            if done or os.path.lexists(f"{self.new}.old"):  # a swap a kill cut short: finished
+                swap_in(self.new, self.out_dir, dataset_names, WRITER, ready=done)
+            if os.path.lexists(self.new):  # a dataset a kill left unfinished
+                refuse_foreign(self.new, lambda _: SHARD.fullmatch, WRITER)
+                shutil.rmtree(self.new)
+            refuse_foreign(self.out_dir, dataset_names, WRITER)  # (before anything is written)
             os.mkdir(self.new)
-        except OSError as e:
-            self.__exit__(OSError, e, None)
+        except BaseException:
+            self.give_back()
+            raise
         return self
 
     def add(self, split, ids, nbytes):
@@ -532,59 +483,40 @@ class DatasetWriter:
                     token_sha256={s: h.hexdigest() for s, h in self.sha.items()})
 
     def commit(self, meta):
-        """`meta` with the shard list, as the new folder's meta.json; then the swap."""
+        """`meta` with the shard list, as the new folder's meta.json; then the swap (a failure from
+        here on leaves it to the next prepare.py there, which finishes it)."""
         self.close_shard()
         meta = {**meta, 'shards': self.done}
         atomic_write(os.path.join(self.new, 'meta.json'),
-                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode()))
+                     lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False).encode(
+                         errors="backslashreplace")))  # (a name not UTF-8: its JSON escape)
         fsync_dir(self.new)
-        self.committed = True  # from here on a failure leaves the swap to finish(), not undone
-        try:
-            swap_in(self.out_dir)
-        except OSError as e:
-            raise UsageError(f"could not move the new dataset into {self.out_dir} ({e.strerror}); "
-                             "the next prepare.py there moves it in") from None
+        self.committed = True
+        swap_in(self.new, self.out_dir, dataset_names, WRITER)
         return meta
 
     def __exit__(self, kind, e, tb):
-        """Not committed: what this run wrote goes; an OSError becomes one line."""
+        """Not committed: what this run wrote goes."""
         try:
-            if kind is None or self.committed:
-                return False
-            if self.f is not None:
-                with contextlib.suppress(OSError):  # (a full disk fails the flush again)
-                    self.f.close()
-            shutil.rmtree(self.new, ignore_errors=True)
-            if self.made:
-                shutil.rmtree(self.made, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise UsageError(f"{e.filename or self.out_dir}: {e.strerror or e}") from None
-            return False
+            if kind is not None and not self.committed:
+                if self.f is not None:
+                    with contextlib.suppress(OSError):  # (a full disk fails the flush again)
+                        self.f.close()
+                shutil.rmtree(self.new, ignore_errors=True)
         finally:
-            os.close(self.lock)
+            self.give_back()
 
 
-def swap_in(out_dir):
-    """out_dir -> .<name>.old/, .<name>.new/ -> out_dir, then .old/ goes: two renames, a reader
-    waiting out the instant between (dataset.folder_id). An error between puts the old one back."""
-    new, old = beside(out_dir, 'new'), beside(out_dir, 'old')
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(out_dir, old)
+WRITER = "prepare.py (a dataset's folder holds meta.json and the shards it lists)"
+SHARD = re.compile(r'\w*(train|val)_\d{6}\.bin|meta\.json\.tmp\d+')  # what DatasetWriter writes
+
+
+def dataset_names(folder):
+    """What in `folder` is a dataset prepare.py wrote: meta.json and the shards it lists (a name
+    predicate); nothing, when meta.json is not one."""
     try:
-        os.replace(new, out_dir)
-    except OSError:
-        os.replace(old, out_dir)
-        raise
-    fsync_dir(os.path.dirname(old) or '.')
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def finish(out_dir):
-    """What a prepare.py killed writing out_dir left: a new dataset written whole (its meta.json is
-    there) is swapped in, the swap finished if it was cut between its renames; anything else of
-    it goes."""
-    new, old = beside(out_dir, 'new'), beside(out_dir, 'old')
-    if os.path.isfile(os.path.join(new, 'meta.json')):
-        swap_in(out_dir)
-    shutil.rmtree(new, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
+        with open(regular_file(os.path.join(folder, 'meta.json'), 'meta.json'), encoding='utf-8') as f:
+            shards = json.load(f)['shards']  # (a FIFO there is never read: not ours)
+        return {'meta.json', *shards['train'], *shards['val']}.__contains__
+    except (UsageError, OSError, ValueError, KeyError, TypeError):
+        return lambda name: False

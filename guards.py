@@ -1,30 +1,30 @@
 """
 What guards a run, so that train.py reads as a loop: Ctrl-C and SIGTERM (`Signals`, the tools' too),
-a DDP process that does not answer, the checkpoint's format and the refusals before a resume, and
-out_dir: one run at a time (a flock), what a killed run left settled before anything reads it, and
-the run before a scratch start moved to prev/ (or dropped, if prev/ holds a longer one) before it
-trains. Nobody needs to open this file to follow one step, a checkpoint or a batch.
+a DDP process that does not answer, the checkpoint's format and the refusals before a resume,
+out_dir (held by one run at a time; what a killed run left settled before anything reads it; the run
+before a scratch start moved to prev/, or dropped for a finished or longer one there, judged from
+the checkpoints alone), a model too large for memory, the device and precision asked for. Nobody
+needs to open this file to follow one step, a checkpoint or a batch.
 """
 import contextlib
 import dataclasses
-import json
-import math
+import datetime
 import os
 import re
-import shutil
 import signal
 import sys
 import threading
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
 
-from configurator import UsageError, fsync_dir, lock_folder, no_checkpoint, regular_file
+from configurator import (UsageError, cores, hold, no_checkpoint, refuse_foreign, regular_file,
+                          swap_in)
 from dataset import describe_data, describe_tokenizer, fingerprint, tokenizer_of
 from model import GPTConfig
 
 CHECKPOINT_FORMAT = 1
-RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')
 
 
 # -----------------------------------------------------------------------------
@@ -35,15 +35,10 @@ class Signals:
     announced as `first` ({n}: the children running) and sent on to every child in `procs` (which
     sweep.run_child fills). Then a second acts as usual (Ctrl-C: exit 130), or with forward=True
     (sweep.py, probe.py) is sent on too, or with once=True (a torchrun worker: torchrun sends the
-    terminal's Ctrl-C on to it again, and kills it itself if it hangs) changes nothing. Inside
-    cut_short(True) the first also raises CutShort."""
-
-    class CutShort(Exception):
-        pass
+    terminal's Ctrl-C on to it again, and kills it itself if it hangs) changes nothing."""
 
     def __init__(self, first, *, announce=True, forward=False, once=False):
-        self.first, self.announce, self.forward, self.cutting = first, announce, forward, False
-        self.once = once
+        self.first, self.announce, self.forward, self.once = first, announce, forward, once
         self.received, self.previous, self.procs, self.lock = [], {}, set(), threading.Lock()
 
     def __enter__(self):
@@ -80,17 +75,6 @@ class Signals:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):  # it has just exited
                 p.send_signal(signum)
-        if self.cutting:
-            self.cutting = False
-            raise self.CutShort
-
-    @contextlib.contextmanager
-    def cut_short(self, enabled):
-        self.cutting = enabled
-        try:
-            yield
-        finally:
-            self.cutting = False
 
     def exit_code(self):
         return 128 + (self.received or [signal.SIGTERM])[0]  # (or another process's signal)
@@ -176,122 +160,121 @@ def data_switch(ckpt, meta):
 
 
 # -----------------------------------------------------------------------------
-# out_dir: one run at a time; a scratch run moves the run before it to prev/ first
+# out_dir: one run at a time (held), the run before a scratch start kept in prev/, a run's progress
+# from its checkpoint alone
 
-RUN_FILES = ('log.jsonl', 'config.json', 'ckpt.pt')  # in the order they move: the checkpoint last
+RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json')  # a run's files; the checkpoint moves first
 
 
-def lock_run_dir(out_dir):
-    """Lock out_dir (made if missing) and settle what a killed run left, before anything reads it:
-    its temp files go, but a save killed between its two renames is finished (config.json's temp
-    with no ckpt.pt temp beside it), and so is a move to prev/ that out_dir/.moving/ holds. Returns
-    what gives the lock back (and removes out_dir if this run made it and wrote nothing there)."""
-    made = not os.path.exists(out_dir)
+def peek(folder):
+    """How far the run in `folder` got, from its checkpoint alone (its tensors unread): iter_num,
+    tokens_seen, finished (an older train.py's, which does not say: not), meta; None without a
+    checkpoint it can read."""
+    import torch
     try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:  # read-only, a file in the way, ...
-        raise UsageError(f"out_dir {out_dir!r} cannot be created or written ({e.strerror}: "
-                         f"{e.filename}); pass --out_dir=a/new/folder") from None
-    if os.path.exists(os.path.join(out_dir, 'meta.json')):
-        raise UsageError(f"{out_dir} holds a dataset (meta.json): a folder is a run's or a "
-                         "dataset's; pass another --out_dir")
-    fd = lock_folder(out_dir)
+        ckpt = torch.load(os.path.join(folder, 'ckpt.pt'), map_location='cpu', weights_only=True,
+                          mmap=True)
+        return {'iter_num': int(ckpt['iter_num']), 'tokens_seen': int(ckpt.get('tokens_seen', 0)),
+                'finished': ckpt.get('finished') is True, 'meta': ckpt.get('meta')}
+    except Exception:  # no file, truncated, not ours
+        return None
 
-    def release():
-        if made:
-            with contextlib.suppress(OSError):  # (only if empty: a run that saved nothing)
-                os.rmdir(out_dir)
-        os.close(fd)
+
+def run_file(name):
+    """A name a run writes in its folder: its files, and their temp files."""
+    return re.fullmatch(r'(ckpt\.pt|log\.jsonl|config\.json)(\.tmp\d+)*', name)
+
+
+def run_files(folder):  # (what of a folder is a run's, for foreign)
+    return run_file
+
+
+def hold_run(out_dir):
+    """hold(out_dir) for a run: a dataset there is refused, and what a killed process left is
+    settled before anything reads it (its temp files go, a move to prev/ is finished)."""
+    give_back = hold(out_dir)
     try:
+        if os.path.exists(os.path.join(out_dir, 'meta.json')):
+            raise UsageError(f"{out_dir} holds a dataset (meta.json): a folder is a run's or a "
+                             "dataset's; pass another --out_dir")
         for name in RUN_FILES:  # what a run renames over: only its own files
             regular_file(os.path.join(out_dir, name), "a run's file", output=True,
                          fix='move it away, or pass another --out_dir')
-        prev = os.path.join(out_dir, 'prev')
-        if os.path.lexists(prev) and not os.path.isdir(prev):  # (where the run before goes)
-            raise UsageError(f"{prev} is not a folder: train.py keeps the run before a scratch "
-                             "start there; move it away, or pass another --out_dir")
-        names = os.listdir(out_dir)
-        for name in names:
-            temp = re.fullmatch(r'(ckpt\.pt|log\.jsonl|config\.json)(?:\.tmp(\d+))+', name)
-            if temp and temp[1] == 'config.json' and f'ckpt.pt.tmp{temp[2]}' not in names:
-                os.replace(os.path.join(out_dir, name), os.path.join(out_dir, 'config.json'))
-            elif temp:
+        for name in os.listdir(out_dir):
+            if run_file(name) and '.tmp' in name:
                 os.remove(os.path.join(out_dir, name))
-        if os.path.isdir(os.path.join(out_dir, '.moving')):
+        moving = os.path.join(out_dir, '.moving')
+        with contextlib.suppress(OSError):  # (made by a move killed before it began: empty)
+            os.rmdir(moving)
+        if os.path.isfile(os.path.join(moving, 'ckpt.pt')) or os.path.lexists(moving + '.old'):
             move_to_prev(out_dir)
-        shutil.rmtree(os.path.join(out_dir, '.gone'), ignore_errors=True)
-    except OSError as e:
-        release()
-        raise UsageError(f"cannot tidy what a killed run left in {out_dir} ({e.strerror}: "
-                         f"{e.filename}); fix that, or use another out_dir") from None
-    except UsageError:
-        release()
+    except BaseException:
+        give_back()
         raise
-    return release
+    return give_back
 
 
-def start_run(out_dir, scratch):
-    """A scratch run starts out_dir empty of runs: the run there moves to prev/ (prev/'s goes),
-    unless it stopped with fewer tokens than prev/'s: then it goes. Decided from what each run's
-    config.json says of its last save; nothing moves once training begins."""
-    left = [n for n in RUN_FILES if os.path.exists(os.path.join(out_dir, n))]
-    if not scratch or not left:
+def start_over(out_dir):
+    """A scratch start in out_dir (held): the run there moves to prev/, the run in prev/ going,
+    unless prev/'s is finished or longer and this one is not: then this one goes. A run goes only
+    in favour of a finished run or a strictly longer one (tokens trained; a tie of two unfinished
+    runs keeps the newer)."""
+    if not any(os.path.exists(os.path.join(out_dir, n)) for n in RUN_FILES):
         return
     prev = os.path.join(out_dir, 'prev')
-    now, before = last_save(out_dir), last_save(prev)
-    keep = now and (now['finished'] or not before or now['tokens_seen'] >= before['tokens_seen'])
-    print(f"note: this run starts over in {out_dir} (--init_from=resume continues a run instead): "
-          + (f"the run there ({describe(now)}) moves to {prev}/" if keep else
-             f"the run there ({describe(now)}) goes, fewer tokens than {prev}/'s" if now else
-             "what a run stopped before its first checkpoint left there goes")
-          + (f", replacing the one there ({describe(before)})" if keep and before else
-             f"; {prev}/ keeps its run ({describe(before)})" if before else "")
-          + (f"; `mv {prev} another/folder` makes a run of it again" if keep or before else ""))
+    now, before = peek(out_dir), peek(prev)
+    if now is None and os.path.exists(os.path.join(out_dir, 'ckpt.pt')):  # one it cannot read: a run
+        now = {'iter_num': None, 'tokens_seen': 0, 'finished': False}  # of which nothing is known
+    keep = now and (now['finished'] or not before or now['tokens_seen'] > before['tokens_seen']
+                    or now['tokens_seen'] == before['tokens_seen'] and not before['finished'])
     try:
         if keep:
             move_to_prev(out_dir)
-        for name in reversed(left if not keep else ()):  # the checkpoint first: what is left is no run
-            os.remove(os.path.join(out_dir, name))
-    except OSError as e:  # read-only, a full disk, ...
-        raise UsageError(f"out_dir {out_dir!r} cannot be created or written ({e.strerror}: "
-                         f"{e.filename}); pass --out_dir=a/new/folder") from None
+        else:
+            for name in RUN_FILES:  # the checkpoint first: what is left is no run
+                if os.path.exists(os.path.join(out_dir, name)):
+                    os.remove(os.path.join(out_dir, name))
+    except OSError as e:  # read-only, a full disk, ...: every run stays whole where it is
+        raise UsageError(f"{e.filename}: {e.strerror}; nothing was lost: the next start in "
+                         f"{out_dir} finishes what this one began") from None
+    print(f"note: this run starts over in {out_dir} (--init_from=resume continues a run instead): "
+          + (f"the run there ({describe(now)}) moved to {prev}/" if keep else
+             f"the run there ({describe(now)}) went: {prev}/ keeps a finished or longer one" if now
+             else "what a run stopped before its first checkpoint left there went")
+          + (f", replacing the one there ({describe(before)})" if keep and before else
+             f" ({describe(before)})" if before else "")
+          + (f"; `mv {prev} another/folder` makes a run of it again" if keep or before else ""))
 
 
-def last_save(folder):
-    """{'iter_num', 'tokens_seen', 'finished'} of the run in `folder` as its config.json says, None
-    without ckpt.pt; a run that does not say (an older train.py's) counts as finished."""
-    if not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
-        return None
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        with open(os.path.join(folder, 'config.json'), encoding='utf-8') as f:
-            saved = json.load(f)['saved']
-        if [type(saved[k]) for k in ('iter_num', 'tokens_seen', 'finished')] == [int, int, bool]:
-            return saved
-    return {'iter_num': None, 'tokens_seen': math.inf, 'finished': True}
-
-
-def describe(saved):
-    return ("saved by an older train.py" if saved['iter_num'] is None else
-            f"iter {saved['iter_num']:,}, {'finished' if saved['finished'] else 'stopped early'}")
+def describe(run):
+    return ("a checkpoint that cannot be read" if run['iter_num'] is None else
+            f"iter {run['iter_num']:,}, {run['tokens_seen']:,} tokens, "
+            f"{'finished' if run['finished'] else 'stopped early'}")
 
 
 def move_to_prev(out_dir):
-    """out_dir's run into prev/, the run there out of the way, each step a rename: run files into
-    .moving/, prev/ to .gone/, .moving/ to prev/, then .gone/ goes. Taken again after a kill
-    (lock_run_dir does, while .moving/ exists), it finishes."""
-    def p(*names):
-        return os.path.join(out_dir, *names)
-    if not os.path.isdir(p('.moving')):
-        shutil.rmtree(p('.gone'), ignore_errors=True)  # (a kill left it: already on its way out)
-        os.mkdir(p('.moving'))
-    for name in RUN_FILES:
-        if os.path.exists(p(name)):
-            os.replace(p(name), p('.moving', name))
-    if os.path.isdir(p('prev')):
-        os.replace(p('prev'), p('.gone'))
-    os.replace(p('.moving'), p('prev'))
-    fsync_dir(out_dir)
-    shutil.rmtree(p('.gone'), ignore_errors=True)
+    """out_dir's run into prev/, prev/'s run out of the way: the run's files into .moving/, the
+    checkpoint first (from then on .moving/ holds a run on its way), then swap_in(.moving, prev).
+    Taken again after a kill (hold_run does, while .moving/ holds a checkpoint), it finishes. prev/
+    is held throughout: a run resumed there (--out_dir=D/prev) is never moved under it."""
+    moving, prev = os.path.join(out_dir, '.moving'), os.path.join(out_dir, 'prev')
+    what = "train.py (it keeps the run before a scratch start in prev/)"
+    if os.path.islink(prev) or os.path.lexists(prev) and not os.path.isdir(prev):  # (before hold)
+        refuse_foreign(prev, run_files, what)
+    give_back = hold(prev)
+    try:
+        refuse_foreign(prev, run_files, what)
+        on_its_way = os.path.isfile(os.path.join(moving, 'ckpt.pt'))  # (a move a kill cut short)
+        if on_its_way or os.path.exists(os.path.join(out_dir, 'ckpt.pt')):
+            if not on_its_way:  # a move begins: nothing may be in its way
+                refuse_foreign(moving, lambda _: lambda name: False, what)
+            os.makedirs(moving, exist_ok=True)
+            for name in RUN_FILES:
+                if os.path.exists(os.path.join(out_dir, name)):
+                    os.replace(os.path.join(out_dir, name), os.path.join(moving, name))
+        swap_in(moving, prev, run_files, what, ready=os.path.isfile(os.path.join(moving, 'ckpt.pt')))
+    finally:
+        give_back()
 
 
 def kept(out_dir):
@@ -312,11 +295,12 @@ def out_of_memory(e, cfg):
     return UsageError(f"out of memory on {cfg.device}" + (f" ({size[1]} at once)" if size else "")
                       + f": lower batch_size ({cfg.batch_size}; gradient_accumulation_steps keeps "
                       f"the tokens per step), block_size ({cfg.block_size}), or the model's size "
-                      f"(n_layer={cfg.n_layer}, n_embd={cfg.n_embd}, vocab_size={cfg.vocab_size})")
+                      f"(n_layer={cfg.n_layer}, n_embd={cfg.n_embd}, "
+                      f"vocab_size={cfg.vocab_size or 'the data'})")
 
 
 # -----------------------------------------------------------------------------
-# the device, its peak FLOP/s, and durations as a person reads them
+# the device and precision, its peak FLOP/s, and durations as a person reads them
 
 def resolve_device(name='auto'):
     """'auto' picks cuda, then mps, then cpu; a device that is not there is a UsageError."""
@@ -334,6 +318,28 @@ def resolve_device(name='auto'):
         raise UsageError(f"device {name!r}: {kind.upper()} is not available here; use "
                          "--device=cpu (or auto)")
     return name
+
+
+DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
+PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+def resolve_dtype(name, device_type):
+    """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
+    bf16 = device_type == 'cuda' and torch.cuda.is_bf16_supported()
+    if name == 'auto':
+        return 'float32' if device_type != 'cuda' else 'bfloat16' if bf16 else 'float16'
+    if name == 'bfloat16' and device_type == 'cuda' and not bf16:
+        raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or "
+                         "float32")
+    return name
+
+
+def autocast_context(device_type, dtype):
+    """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
+    dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
+    return (nullcontext() if dtype == torch.float32 else
+            torch.amp.autocast(device_type=device_type, dtype=dtype))
 
 
 # Dense peaks (TFLOP/s, without 2:4 sparsity) from NVIDIA's datasheets, by the GPU's name as torch
@@ -360,11 +366,17 @@ def peak_flops(device, override=0.0, dtype='bfloat16'):
     return None if row is None else (row[2] if dtype == 'float32' else row[1]) * 1e12
 
 
+def busy(threads, fix):
+    """The line for a machine busier than its cores at start (its load over the last minute): each
+    of a step's `threads` waits for a core, which can make it many times slower; `fix` says how to
+    use fewer. None when it is not busy, or one thread runs."""
+    load, n = os.getloadavg()[0] if hasattr(os, 'getloadavg') else 0.0, cores()
+    if threads > 1 and load > n:
+        return (f"note: this machine is busy (load {load:.1f} on {n} cores): {threads} threads wait "
+                f"for cores at every step, which can make it many times slower; {fix}")
+    return None
+
+
 def duration(seconds):
-    """4.2s, 42s, 1m32s, 5h03m, 3d04h: a duration at the precision an ETA deserves."""
-    s = int(round(seconds))
-    return (f"{seconds:.1f}s" if seconds < 9.95 else
-            f"{s}s" if s < 60 else
-            f"{s // 60}m{s % 60:02d}s" if s < 3600 else
-            f"{s // 3600}h{s % 3600 // 60:02d}m" if s < 86400 else
-            f"{s // 86400}d{s % 86400 // 3600:02d}h")
+    """1:32:05 (h:mm:ss): a duration at the precision an ETA deserves."""
+    return str(datetime.timedelta(seconds=round(seconds)))

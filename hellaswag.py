@@ -63,9 +63,9 @@ from torch.nn import functional as F
 
 from configurator import UsageError, atomic_write, parse_config, regular_file, require, run_main
 from dataset import sha256_file
-from guards import resolve_device
 from sample import checkpoint_path, load_run, tokenizer_for
-from train import DTYPES, Distributed, autocast_context, resolve_dtype
+from guards import DTYPES, autocast_context, resolve_device, resolve_dtype
+from train import Distributed
 
 
 HELLASWAG_URL = 'https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl'

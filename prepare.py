@@ -4,7 +4,6 @@ Tokenise a text corpus into binary shards that train.py reads.
     python prepare.py                        # Python's reference manual, chars: data/pydoc_char
     python prepare.py --dataset=stdlib       # the standard library, 31 MB, bytes: data/stdlib_byte
     python prepare.py --dataset=shakespeare  # Tiny Shakespeare, downloaded once
-    python prepare.py --dataset=fineweb --train_shards=2  # FineWeb as GPT-2 tokens, downloaded
     python prepare.py --input=books/ --tokenizer=gpt2     # any UTF-8 text: files, folders, globs
     python prepare.py --input=a.txt --tokenizer=path/to/gpt2.tiktoken  # GPT-2 BPE, no network
 
@@ -16,10 +15,11 @@ the tokens. meta.json lists them, says how to rebuild the tokenizer and gives ea
 per byte: train.py reports losses in bits per byte too, so that char, byte and BPE runs compare on
 one scale.
 
-A run writes the new dataset whole into .<name>.new/ beside out_dir, then swaps it in by two
-renames (dataset.DatasetWriter): a reader sees the old dataset or the new one, never a mix; a
-failure at any point (an error, a full disk, kill -9) leaves the old one, and the next run finishes
-a swap that a kill cut short.
+A run writes the new dataset whole into .<name>.new/ beside out_dir, then swaps it in
+(dataset.DatasetWriter, configurator.swap_in): a reader sees the old dataset or the new one, never a mix;
+a failure at any point (an error, a full disk, kill -9) leaves the old one, and the next run finishes
+a swap that a kill cut short. Only a folder holding exactly a dataset prepare.py wrote is replaced.
+(FineWeb's GPT-2 shards, already tokenised, are a download: fineweb.py.)
 """
 import os
 import signal
@@ -46,18 +46,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from configurator import UsageError, atomic_write, cores, parse_config, require, run_main
-from dataset import (ByteTokenizer, CharTokenizer, DatasetWriter, ShardError, beside, load_shard,
-                     sha256_file, tiktoken_by_name, tiktoken_from_file)
+from dataset import (ByteTokenizer, CharTokenizer, DatasetWriter, sha256_file, tiktoken_by_name,
+                     tiktoken_from_file)
 
 
 MIN_SHARD_TOKENS = 1 << 16  # smaller shards only make thousands of files, each with few windows
-DATASETS = ('pydoc', 'stdlib', 'shakespeare', 'fineweb')
+DATASETS = ('pydoc', 'stdlib', 'shakespeare')
 
 
 @dataclasses.dataclass
 class PrepareConfig:
-    dataset: str = 'pydoc'     # pydoc | stdlib (both offline) | shakespeare | fineweb (downloaded)
-    train_shards: int = 1      # fineweb: train shards to fetch, 1..103 (100M tokens, 200 MB each)
+    dataset: str = 'pydoc'     # pydoc | stdlib (both offline) | shakespeare (downloaded once)
     input: list = dataclasses.field(default_factory=list)  # files, folders, globs; replaces dataset
     tokenizer: str = ''        # char | byte | gpt2 | path.tiktoken; '' = stdlib byte, else char
     out_dir: str = ''          # '' = data/<corpus>_<tokenizer>, e.g. data/pydoc_char
@@ -71,15 +70,10 @@ class PrepareConfig:
     def __post_init__(self):
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; choose {', '.join(DATASETS)}, or "
-                             "pass --input=PATH")
+                             "pass --input=PATH" + (" (FineWeb's GPT-2 shards: python fineweb.py)"
+                                                    if self.dataset == 'fineweb' else ""))
         stdlib = self.dataset == 'stdlib' and not self.input
-        if self.dataset == 'fineweb' and self.tokenizer not in ('', 'gpt2'):
-            raise ValueError("--dataset=fineweb is GPT-2 tokens already; leave out "
-                             f"--tokenizer={self.tokenizer}")
-        default = 'byte' if stdlib else 'gpt2' if self.dataset == 'fineweb' else 'char'
-        self.tokenizer = self.tokenizer or default
-        require(self, 'train_shards', lambda v: 1 <= v <= FINEWEB['shards'],
-                f"must be in 1..{FINEWEB['shards']}")
+        self.tokenizer = self.tokenizer or ('byte' if stdlib else 'char')
         require(self, 'val_fraction', lambda v: 0 < v < 1, "must be between 0 and 1")
         if not MIN_SHARD_TOKENS <= self.shard_tokens < 2**31:
             raise ValueError(f"shard_tokens={self.shard_tokens} must be between "
@@ -116,9 +110,6 @@ def main(argv):
     t0, command = time.time(), shlex.join(['python', sys.argv[0], *argv])
     if cfg.input and cfg.dataset != 'pydoc':
         raise UsageError("pass either --dataset or --input, not both")
-    if cfg.dataset == 'fineweb':
-        return fetch_fineweb(cfg.out_dir or os.path.join('data', 'fineweb10B'), cfg.train_shards,
-                             command, t0)
     docs, source = (file_corpus(cfg.input) if cfg.input else
                     stdlib_corpus() if cfg.dataset == 'stdlib' else
                     shakespeare_corpus(cfg.cache_dir) if cfg.dataset == 'shakespeare' else
@@ -283,19 +274,36 @@ def shakespeare_corpus(cache_dir):
 
 
 def file_corpus(inputs):
-    """Every file the inputs name (files; folders, walked in sorted order, hidden entries left out;
-    globs), one document each, read as given."""
-    paths = []
+    """Every file the inputs name, one document each: a file named is read as given (a pipe to its
+    end); folders are walked in sorted order and globs expanded, where only regular files count
+    (hidden entries left out; a FIFO, socket or device skipped, said, as grep -r does) and a
+    dataset's folder (meta.json: prepare.py's own output too) is never read as text."""
+    paths, skipped = [], []
+
+    def found(path):  # a file a walk or a glob came upon
+        if os.path.exists(path) and not os.path.isfile(path):
+            skipped.append(f"{path} (not a regular file)")
+        else:
+            paths.append(path)
     for name in inputs:
         matches = sorted(glob.glob(name, recursive=True)) if glob.has_magic(name) else [name]
         if not matches or not os.path.lexists(matches[0]):
             raise UsageError(f"--input={name!r}: no such file or directory")
         for m in matches:
             if not os.path.isdir(m):
-                paths.append(m)
+                (found if glob.has_magic(name) else paths.append)(m)
             for root, dirs, names in os.walk(m):  # (none for a file)
+                if os.path.isfile(os.path.join(root, 'meta.json')):
+                    skipped.append(f"{root}/ (a dataset)")
+                    dirs[:] = []
+                    continue
                 dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
-                paths += [os.path.join(root, n) for n in sorted(names) if not n.startswith('.')]
+                for n in sorted(names):
+                    if not n.startswith('.'):
+                        found(os.path.join(root, n))
+    if skipped:
+        print(f"prepare: skipped {', '.join(skipped[:5])}{', ...' if skipped[5:] else ''}",
+              file=sys.stderr)
     docs = []
     for p in dict.fromkeys(paths):  # each file once, however often named
         try:  # a device or a pipe has no size: read now, as any tool reads it
@@ -383,77 +391,6 @@ def pieces(parts, tok, errors):
             sep = ([tok.eot_token] if eot else tok.encode('\n')) if new_doc else []
             yield split, text, np.array(sep, dtype=np.uint32), read - before + int(new_doc and not eot)
             new_doc, before = False, read
-
-
-# -----------------------------------------------------------------------------
-# FineWeb, already tokenised: llm.c's shards of GPT-2 tokens, downloaded
-
-FINEWEB = dict(repo='kjj0/fineweb10B-gpt2', val='fineweb_val_000000.bin',
-               train='fineweb_train_{:06d}.bin', shards=103,
-               description="FineWeb's 10B-token sample (HuggingFaceFW/fineweb, sample-10BT) as "
-                           "GPT-2 tokens in llm.c's shard format, 100M tokens a shard "
-                           "(modded-nanogpt's)")
-
-
-def fetch_fineweb(out_dir, train_shards, command, t0):
-    """Download FINEWEB's val shard and first `train_shards` train shards through huggingface_hub
-    (it retries, resumes a cut connection and honours HF_ENDPOINT, a mirror) into .<name>.download/
-    beside out_dir, where a rerun finds them; check each, then link them into a new dataset."""
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError:
-        raise UsageError("--dataset=fineweb downloads through huggingface_hub, which is not "
-                         "installed: pip install huggingface_hub") from None
-    names = [FINEWEB['val']] + [FINEWEB['train'].format(i) for i in range(1, train_shards + 1)]
-    shards, cache = {'val': names[:1], 'train': names[1:]}, beside(out_dir, 'download')
-    with DatasetWriter(out_dir, dtype=np.uint16, shard_tokens=0) as dataset:
-        for name in names:
-            path = os.path.join(cache, name)
-            try:
-                hf_hub_download(FINEWEB['repo'], name, repo_type='dataset', local_dir=cache,
-                                endpoint=os.environ.get('HF_ENDPOINT') or None)
-            except Exception as e:  # no network, HTTP errors, a full disk, ...: one line
-                detail = str(e).splitlines()[0][:160] if str(e) else 'no detail'
-                gone = any(getattr(getattr(c, 'response', None), 'status_code', None) == 404
-                           for c in (e, e.__cause__, e.__context__))  # (found, or from a cache)
-                raise UsageError(f"could not download {name} from {FINEWEB['repo']} "
-                                 f"({type(e).__name__}: {detail}); " + (
-                                     "it is not there (404): check HF_ENDPOINT, or the repository"
-                                     if gone else "rerun to go on (HF_ENDPOINT=... names a mirror)")
-                                 ) from None
-            why = fineweb_problem(path)
-            if why:  # a corrupt download never counts: removed, so a rerun fetches it again
-                os.remove(path)
-                raise UsageError(f"{name} from {FINEWEB['repo']} is not a whole shard of GPT-2 "
-                                 f"tokens ({why}); it is removed: rerun to fetch it again")
-            dataset.link('val' if name in shards['val'] else 'train', path)
-        held = {n: load_shard(os.path.join(cache, n)) for n in names}
-        meta = dataset.commit({
-            'format_version': 1, 'tokenizer': {'kind': 'tiktoken', 'name': 'gpt2'},
-            'vocab_size': 50257, 'eot_token': 50256, 'dtype': 'uint16',
-            'source': {'name': 'fineweb10B', 'repo': FINEWEB['repo'],
-                       'description': FINEWEB['description'],
-                       'url': f"https://huggingface.co/datasets/{FINEWEB['repo']}"},
-            'split': {'cut': "the dataset's own val shard"},
-            'tokens': {s: sum(len(held[n]) for n in shards[s]) for s in shards},
-            'max_id': {s: max(int(held[n].max()) for n in shards[s]) for s in shards},
-            'bits_per_byte': "unknown: the shards hold GPT-2 tokens without the byte count of "
-                             "their text", 'command': command})
-    print(f"{out_dir}: {meta['tokens']['train']:,} train + {meta['tokens']['val']:,} val tokens of "
-          f"FineWeb (GPT-2 BPE, {len(shards['train'])} train shard(s)) in {time.time() - t0:.0f}s")
-    return meta
-
-
-def fineweb_problem(path):
-    """What makes a file not a shard of GPT-2 tokens, or None."""
-    try:
-        tokens = load_shard(path)
-    except ShardError as e:
-        return str(e).split(': ', 1)[-1]
-    if len(tokens) == 0:
-        return "it holds no tokens"
-    top = int(tokens.max())
-    return f"it holds token id {top}, beyond GPT-2's 50,257" if top >= 50257 else None
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from configurator import UsageError, lock_folder, parse_config, regular_file, require, run_main
+from configurator import UsageError, hold, parse_config, regular_file, require, run_main
 from guards import Signals, duration
 from model import GPTConfig, GPT
 from report import markdown_table, pyplot, save_png
@@ -403,7 +403,7 @@ def main(argv):
         if not any(3 * N <= T for T in seq_lens for N in pairs):
             raise UsageError("no (T, N) in the grid has 3N <= T: lower --pairs or raise --seq_lens")
         check_writable(probe.results)
-        lock = lock_folder(probe.results)  # this probe's file while it runs: another is refused
+        give_back = hold(probe.results, file=True)  # this probe's file while it runs: another is refused
         try:
             # every config is checked (model_args) before anything trains
             todo, skipped = plan(probe, paths, widths, seq_lens, pairs, lrs, overrides)
@@ -416,7 +416,7 @@ def main(argv):
                          "starts; the finished ones are kept") as stopper:
                 n, cut = run_grid(probe, todo, stopper)
         finally:
-            os.close(lock)
+            give_back()
         print(f"{n} runs in {duration(time.time() - t0)}", file=sys.stderr)
         if stopper:
             print(f"stopped: {n} runs recorded in {probe.results}, {cut} cell(s) cut short; "

@@ -571,7 +571,7 @@ def context_words(r, rs):
              f"batch {c['batch_size']} x {c['block_size']}"
              if {'batch_size', 'block_size'} & set(fields) else None,
              f"{c['device']} {c['dtype']}" if {'device', 'dtype'} & set(fields) else None]
-    words += [f"{f}={c[f]}" for f in fields
+    words += [f"{f}={c[f]}" if c[f] is not None else f"{f} unrecorded" for f in fields
               if f in c and f not in ('data', 'batch_size', 'block_size', 'device', 'dtype')]
     return ', '.join(w for w in words if w)
 

@@ -21,6 +21,7 @@ import signal
 if __name__ == "__main__":  # Ctrl-C while torch loads (seconds): exit 130, quietly
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
+import contextlib
 import dataclasses
 import glob
 import math
@@ -32,12 +33,12 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from configurator import (UsageError, help_text, no_checkpoint, parse_config, quick_start,
-                          require, run_main)
+from configurator import (UsageError, exec_config_file, help_text, no_checkpoint, parse_config,
+                          quick_start, regular_file, require, run_main, script)
 from dataset import load_tokenizer
-from guards import load_checkpoint, resolve_device
+from guards import (DTYPES, autocast_context, busy, hold_run, load_checkpoint, peek,
+                    resolve_device, resolve_dtype)
 from model import GPT, DecodeCache
-from train import DTYPES, TrainConfig, autocast_context, resolve_dtype
 
 
 SEPARATOR = '---------------'  # the line between samples, as nanoGPT prints it
@@ -72,21 +73,19 @@ class SampleConfig:
 
 
 def parse_args(argv):
-    """SampleConfig from argv: flags are sample.py's keys; a config file may be train.py's (its
-    out_dir, device, dtype, compile and seed are kept, so `sample.py configs/gmlp.py` samples the
-    run it trains). A key neither script knows is an error naming the nearest."""
-    mine = [f.name for f in dataclasses.fields(SampleConfig)]
-    flags = [a for a in argv if a.startswith('-')]
-    for key in (a[2:].partition('=')[0] for a in flags):
-        if key not in mine and key in {f.name for f in dataclasses.fields(TrainConfig)}:
-            raise UsageError(f"--{key} is a train.py key; sample.py rebuilds the model from the "
-                             "checkpoint (sample.py --help lists its keys)")
-    parse_config(SampleConfig, flags, usage=USAGE)  # flags: strictly sample.py's keys
-    train_only = [(f.name, f.type, dataclasses.field(default=f.default))
-                  for f in dataclasses.fields(TrainConfig) if f.name not in mine]
-    both = dataclasses.make_dataclass('SampleConfig', train_only, bases=(SampleConfig,))
-    both = parse_config(both, argv, usage=USAGE)
-    return SampleConfig(**{name: getattr(both, name) for name in mine})
+    """SampleConfig from argv: flags are sample.py's keys; a config file may be train.py's, of which
+    sample.py takes its own keys (out_dir, device, dtype, compile, seed: `sample.py configs/gmlp.py`
+    samples the run it trains), a flag winning over a file."""
+    mine = {f.name for f in dataclasses.fields(SampleConfig)}
+    files = [a for a in argv if a.endswith('.py') and not a.startswith('-')]
+    cfg = parse_config(SampleConfig, [a for a in argv if a not in files], usage=USAGE)
+    given = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+    taken = {k: v for path in files for k, v in exec_config_file(path).items()
+             if k in mine and k not in given}
+    try:
+        return dataclasses.replace(cfg, **taken)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"{', '.join(files)}: {e}") from None
 
 
 def read_prompt(start):
@@ -102,23 +101,16 @@ def read_prompt(start):
 
 
 def read_start(start, tok):
-    """(prompt text to print, its token ids)."""
-    if start:
-        try:
-            return start, tok.encode(start)
-        except UsageError as e:  # e.g. a character the char-level vocabulary lacks
-            raise UsageError(f"--start: {e}") from None
-        except UnicodeEncodeError:  # bytes on the command line that are not UTF-8
-            raise UsageError("--start holds bytes that are not UTF-8 text; pass UTF-8, or "
-                             "--start=FILE:path") from None
-    # nothing to continue: begin a new document as training saw them, after <|endoftext|> or a
-    # newline
-    if tok.eot_token is not None:
-        return '', [tok.eot_token]
+    """(prompt text to print, its token ids); with nothing to continue, a new document as training
+    saw them begin: after <|endoftext|>, or a newline."""
     try:
-        return '', tok.encode('\n')
-    except UsageError:  # a char vocabulary without '\n' (a one-line corpus): its first character
-        return '', [0]
+        return start, (tok.encode(start) if start else [tok.eot_token]
+                       if tok.eot_token is not None else tok.encode('\n'))
+    except UsageError as e:  # e.g. a character the char-level vocabulary lacks
+        raise UsageError(f"--start: {e}") from None
+    except UnicodeEncodeError:  # bytes on the command line that are not UTF-8
+        raise UsageError("--start holds bytes that are not UTF-8 text; pass UTF-8, or "
+                         "--start=FILE:path") from None
 
 
 def decode_stream(tok, ids):
@@ -147,7 +139,9 @@ def main(argv):
 
     # the model and tokenizer, from the checkpoint alone (on the CPU: its optimizer state stays off
     # the GPU)
-    ckpt_path, ckpt, model = load_run(cfg.out_dir)
+    configs = [a for a in argv if a.endswith('.py') and not a.startswith('-')]
+    ckpt_path, ckpt, model = load_run(cfg.out_dir, train=configs and ' '.join(
+        ['python', script('train.py'), *configs]))
     mc = model.config
     tok = tokenizer_for(ckpt, mc.vocab_size, ranks_file=cfg.ranks_file)
     arch = f"{mc.block} {mc.attn} {mc.ffn}" if mc.block == 'transformer' else mc.block
@@ -172,6 +166,9 @@ def main(argv):
     x = torch.tensor([ids] * cfg.num_samples, dtype=torch.long, device=device)  # (num_samples, T)
     threads_before = torch.get_num_threads()  # (given back at the end, to a caller in this process)
     torch.set_num_threads(cfg.threads or threads_before)
+    note = device_type == 'cpu' and busy(torch.get_num_threads(), "--threads=1 decodes on one")
+    if note:
+        print(note, file=sys.stderr)
 
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
     tokens = stream(model, x, cfg.max_new_tokens, temperature=cfg.temperature,
@@ -206,14 +203,19 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # which run, and its tokenizer
 
-def checkpoint_path(out_dir, *, verb='sampling'):
-    """out_dir/ckpt.pt; with no out_dir, the newest out*/ckpt.pt here, named on stderr as the run
-    `verb` reads (None: the caller says it)."""
+def checkpoint_path(out_dir, *, verb='sampling', train=None):
+    """out_dir/ckpt.pt, what a killed train.py left there settled first (unless a run holds it);
+    with no out_dir, the newest out*/ckpt.pt here, named on stderr as the run `verb` reads (None:
+    the caller says it). `train`: the command that trains out_dir's run, for the line saying none
+    is there."""
     if out_dir:  # one that is not there is said now (before hellaswag.py downloads, say)
+        if os.path.isdir(out_dir):
+            with contextlib.suppress(UsageError):  # (held: a run trains there; read as it is)
+                hold_run(out_dir)()
         path = os.path.join(out_dir, 'ckpt.pt')
-        if not os.path.isfile(path):
-            raise no_checkpoint(path)
-        return path
+        if not os.path.lexists(path):
+            raise no_checkpoint(path, train)
+        return regular_file(path, 'checkpoint', fix='move it away, or pass another --out_dir')
     runs = sorted(glob.glob(os.path.join('out*', 'ckpt.pt')), key=os.path.getmtime, reverse=True)
     if not runs:
         raise UsageError(f"no checkpoint here (out*/ckpt.pt); train one first ({quick_start()}: "
@@ -226,11 +228,18 @@ def checkpoint_path(out_dir, *, verb='sampling'):
     return runs[0]
 
 
-def load_run(out_dir, *, verb='sampling'):
+def load_run(out_dir, *, verb='sampling', train=None):
     """(its ckpt.pt's path, the checkpoint, the model it holds) of the run in out_dir (see
-    checkpoint_path), rebuilt from the checkpoint alone."""
-    path = checkpoint_path(out_dir, verb=verb)
+    checkpoint_path), rebuilt from the checkpoint alone; a run that stopped before its budget is
+    said, with where a finished one is."""
+    path = checkpoint_path(out_dir, verb=verb, train=train)
     ckpt = load_checkpoint(path)
+    if ckpt.get('finished') is False:  # (an older train.py's does not say)
+        prev = os.path.join(os.path.dirname(path), 'prev')
+        done = (peek(prev) or {}).get('finished')
+        print(f"note: {path} is a run stopped before its budget (iter {ckpt['iter_num']:,}); "
+              + (f"{prev}/ holds a finished one (--out_dir={prev})" if done else
+                 "train.py --init_from=resume on its config continues it"), file=sys.stderr)
     try:
         return path, ckpt, GPT.from_checkpoint(ckpt)
     except (TypeError, ValueError, RuntimeError) as e:  # model_args or weights that do not fit

@@ -39,12 +39,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-import torch
-
-from configurator import (HERE, UsageError, config_not_found, cores, exec_config_file,
-                          lock_folder, parse_config, regular_file, require, run_main)
+from configurator import (HERE, UsageError, atomic_write, config_not_found, cores,
+                          exec_config_file, hold, parse_config, regular_file, require, run_main)
 from dataset import fingerprint, open_dataset, read_meta, sha256_file
-from guards import Signals, resolve_device
+from guards import Signals, hold_run, peek, resolve_device, start_over
 from hellaswag import read_hellaswag
 from model import GPTConfig, count_flops
 from report import markdown_table, plot_curves, pyplot, save_png, sweep_report
@@ -80,6 +78,7 @@ class SweepConfig:
     hellaswag: str = ''         # score each finished run on this HellaSwag jsonl (hellaswag.py): a column ('' = none)
     hellaswag_limit: int = 0    # with --hellaswag: its first N items only (0 = all)
     jobs: int = 1               # runs at once, each with cores/jobs threads
+    threads: int = 0            # CPU threads per run (in its key); 0 = cores/jobs
     results: str = ''           # results file (JSON lines); '' = <out_prefix>/results.jsonl; --report: a,b reads several
     report: bool = False        # tables and plots from the results file only, no training
     quick: bool = False         # the machinery in about a minute: gpt, llama, gmlp at 2x64, 100 iterations, 2 seeds x 2 lrs
@@ -90,6 +89,7 @@ class SweepConfig:
 
     def __post_init__(self):
         require(self, 'seeds jobs', lambda v: v >= 1, "must be at least 1")
+        require(self, 'threads', lambda v: v >= 0, "must not be negative (0 = cores/jobs)")
         require(self, 'max_seconds', lambda v: 0 <= v < math.inf,
                 "must be a finite number, not negative")
         require(self, 'hellaswag_limit', lambda v: v >= 0, "must not be negative (0 = every item)")
@@ -144,7 +144,7 @@ def budget_of(sweep):
 
 
 def threads_per_run(sweep):
-    return max(1, cores() // sweep.jobs)
+    return sweep.threads or max(1, cores() // sweep.jobs)
 
 
 def integer(text):
@@ -345,65 +345,84 @@ class Sweep:
             return False, None
         if proc.returncode and self.stopper:
             return False, 'stopped'
+        if proc.returncode and ' is in use: ' in last_line(proc):  # taken since the sweep looked
+            return False, f"not started: {last_line(proc)[7:]}; a rerun of this sweep trains it"
         if proc.returncode and '--new_data=True' in last_line(proc):  # advice a sweep cannot take
             run_dir = next(a.split('=', 1)[1] for a in cmd if a.startswith('--out_dir='))
             return False, (f"exit {proc.returncode}: the data in its data_dir changed under this "
-                           f"run's checkpoint; prepare the data it was trained on, or delete "
-                           f"{run_dir} to train it anew")
+                           f"run's checkpoint in {run_dir}; prepare the data it was trained on, or rerun "
+                           "the sweep to train it anew on this data (a scratch start: the run there "
+                           "goes to prev/ by train.py's rule)")
         if proc.returncode:
             return False, f"exit {proc.returncode}: {last_line(proc)}\n  rerun: {' '.join(cmd)}"
         return True, time.time() - t0
 
     def branch(self, plan):
-        """Train (or resume) plan's constant-lr run up to the cooldown's start and copy it into
-        plan.run_dir: True; False when that run is already past it (the branch then trains from
-        scratch, the same run); None when stopped or failed (said)."""
-        ckpt = os.path.join(plan.trunk, 'ckpt.pt')
-        state = peek(ckpt) or {}
+        """plan.run_dir (held, with no run it can use) made plan's constant-lr run at the cooldown's
+        start: that run trained (or resumed) up to there, then copied in, the checkpoint last,
+        once a scratch start's rule took what was there (prev/): True. False when that run is
+        already past it (the branch then trains from scratch, the same run); None when stopped or
+        failed (said)."""
+        state = peek(plan.trunk) or {}
         at = state.get('iter_num')
         if at is not None and at > plan.branch_at:  # a sweep with other budgets took it further
             return False
-        if at != plan.branch_at or not state.get('finished'):
-            if at is None:  # nothing to resume: no checkpoint, or one that cannot be read
-                shutil.rmtree(plan.trunk, ignore_errors=True)
+        if at != plan.branch_at or not state['finished']:
             until = [f'--max_iters={plan.branch_at}',
                      f"--lr_decay_iters={max(plan.key['lr_decay_iters'], plan.branch_at + 1)}"]
             ok, why = self.train(plan.trunk_cmd + until, resume=at is not None)
-            at = (peek(ckpt) or {}).get('iter_num')
+            at = (peek(plan.trunk) or {}).get('iter_num')
             if ok and at != plan.branch_at:
                 ok, why = False, f"it ended at iter {at}, not {plan.branch_at}"
             if not ok:
-                if why not in (None, 'stopped'):  # failed: its later branches are not tried
-                    self.dead_trunks.add(plan.trunk)
+                if why not in (None, 'stopped') and not why.startswith('not started'):
+                    self.dead_trunks.add(plan.trunk)  # failed: its later branches are not tried
                 return self.note(plan, None, why, trunk=True)
-        copying = plan.run_dir + '.copying'  # copied whole or not at all: no half a run behind
-        shutil.rmtree(copying, ignore_errors=True)
-        os.makedirs(copying)
-        for name in ('ckpt.pt', 'log.jsonl', 'config.json'):
-            shutil.copy2(os.path.join(plan.trunk, name), os.path.join(copying, name))
-        os.replace(copying, plan.run_dir)
+        give_back = hold_run(plan.trunk)  # (read whole: no other sweep trains it on meanwhile)
+        try:
+            if (peek(plan.trunk) or {}).get('iter_num') != plan.branch_at:
+                return False
+            start_over(plan.run_dir)
+            for name in ('log.jsonl', 'config.json', 'ckpt.pt'):  # the checkpoint last: a run then
+                with open(os.path.join(plan.trunk, name), 'rb') as src:
+                    atomic_write(os.path.join(plan.run_dir, name),
+                                 lambda f: shutil.copyfileobj(src, f))
+        finally:
+            give_back()
         return True
 
     def run(self, plan):
-        """Train one planned run (resumed where it stopped, or branched from its trunk) and append
-        its record."""
-        state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
-        at, wall = state.get('iter_num'), 0.0
-        if at is not None and at > (plan.iters or math.inf):
-            at = None
-        if at is None:
-            shutil.rmtree(plan.run_dir, ignore_errors=True)
-            trunk = self.branch(plan) if plan.trunk else False
-            if trunk is None:
-                return None
-            at = plan.branch_at if trunk else None
-        branched = (f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
-                    if at is not None and plan.trunk and at >= plan.branch_at else None)
-        if not (state.get('finished') and state.get('iter_num') == plan.iters):
-            ok, wall = self.train(plan.cmd, resume=at is not None)
+        """Train one planned run (resumed where it stopped, or branched from its constant-lr run)
+        and append its record. Its folder is held while the sweep looks and copies: one another
+        process holds is not started (said; a rerun trains it); a run there that cannot be used
+        goes through a scratch start's rule (prev/), one past the plan is left as it is (said)."""
+        wall, branched = 0.0, None
+        try:
+            give_back = hold_run(plan.run_dir)
+            try:
+                state = peek(plan.run_dir)
+                if state and plan.iters is not None and state['iter_num'] > plan.iters:
+                    return self.note(plan, None, f"{plan.run_dir} holds a run past this plan "
+                                     f"(iter {state['iter_num']:,} of {plan.iters:,}), left as it "
+                                     "is; move it away to train the planned run")
+                if state and fingerprint(state['meta']) != plan.key['data']:
+                    state = None  # another dataset's: a scratch start takes it (prev/'s rule)
+                trunk = self.branch(plan) if plan.trunk and state is None else False
+                if trunk is None:
+                    return None
+                state = peek(plan.run_dir) if trunk else state
+            finally:
+                give_back()
+        except UsageError as e:
+            return self.note(plan, None, f"not started: {str(e).partition(';')[0]}; a rerun of "
+                             "this sweep trains it" if ' is in use: ' in str(e) else str(e))
+        if state and plan.trunk and state['iter_num'] >= plan.branch_at:
+            branched = f"{os.path.basename(plan.trunk)} at iter {plan.branch_at}"
+        if not (state and state['finished'] and state['iter_num'] == plan.iters):
+            ok, wall = self.train(plan.cmd, resume=state is not None)
             if not ok:
                 return self.note(plan, None, wall)
-        state = peek(os.path.join(plan.run_dir, 'ckpt.pt')) or {}
+        state = peek(plan.run_dir) or {}
         at = state.get('iter_num')
         if not state.get('finished') or (plan.iters is not None and at != plan.iters):
             return self.note(plan, None, f"{plan.run_dir} ended at iter {at} without finishing "
@@ -666,14 +685,14 @@ def main(argv):
                      "more starts", forward=True) as stopper:
             # the results file is this sweep's while it runs: another sweep on it waits, then finds
             # recorded what this one trained (a run is trained and recorded once)
-            lock = lock_folder(results_path, stop=stopper,
-                               waiting=f"another sweep is writing {results_path}")
-            if lock is None:  # stopped while it waited
+            give_back = hold(results_path, file=True, stop=stopper,
+                             waiting=f"another sweep is writing {results_path}")
+            if give_back is None:  # stopped while it waited
                 raise SystemExit(stopper.exit_code())
             try:
                 ok, plans = run_planned(sweep, plans, overrides, results_path, stopper)
             finally:
-                os.close(lock)
+                give_back()
         only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
         if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
             raise UsageError("every run failed (their lines above say why); nothing to report")
@@ -704,15 +723,6 @@ def run_child(stopper, cmd, **kwargs):
                 stopper.procs.discard(proc)
         err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, None, err.read())
-
-
-def peek(path):
-    """A checkpoint's iter_num, finished and meta (its data), its tensors unread; {}: none."""
-    try:
-        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
-        return {k: ckpt.get(k) for k in ('iter_num', 'finished', 'meta')}
-    except Exception:  # no file, truncated, not ours: nothing to resume
-        return {}
 
 
 # -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ function of (seed, iteration, global micro-step), so N processes draw the batche
 and a resumed run those of a straight one; budgets of tokens, FLOPs or seconds; Ctrl-C saves a
 checkpoint that resumes bitwise. Reading order: the settings and the lr schedule, precision,
 batches, the checkpoint, out_dir's files, when to stop, main() and the loop in four steps, the one
-training step. guards.py guards a run: processes, signals, refusals, out_dir's lock, prev/.
+training step. guards.py guards a run: processes, signals, refusals, out_dir held, prev/.
 """
 import os
 import signal
@@ -28,7 +28,6 @@ import logging
 import math
 import random
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,14 +38,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from configurator import (UsageError, atomic_write, parse_config, quick_start, read_log, require,
                           run_main, write_error)
 from dataset import fingerprint, open_dataset
-from guards import (CHECKPOINT_FORMAT, Signals, check_resumable, ddp_failed, duration, kept,
-                    load_checkpoint, lock_run_dir, out_of_memory, peak_flops, resolve_device,
-                    start_run)
+from guards import (CHECKPOINT_FORMAT, DTYPES, Signals, autocast_context, busy, check_resumable,
+                    ddp_failed, duration, hold_run, kept, load_checkpoint, out_of_memory,
+                    peak_flops, resolve_device, resolve_dtype, start_over)
 from model import GPT, GPTConfig, check_optimizer, matched_width
 
-DTYPES = ('auto', 'float32', 'bfloat16', 'float16')
 SCHEDULES = ('cosine', 'wsd')
-PTDTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 @dataclass
@@ -160,25 +157,7 @@ class TrainConfig(GPTConfig):
 
 
 # -----------------------------------------------------------------------------
-# precision
-
-def resolve_dtype(name, device_type):
-    """'auto' is bfloat16 on CUDA GPUs that have it, float16 on older ones, float32 elsewhere."""
-    bf16 = device_type == 'cuda' and torch.cuda.is_bf16_supported()
-    if name == 'auto':
-        return 'float32' if device_type != 'cuda' else 'bfloat16' if bf16 else 'float16'
-    if name == 'bfloat16' and device_type == 'cuda' and not bf16:
-        raise UsageError("this GPU has no bfloat16; use --dtype=float16 (with loss scaling) or "
-                         "float32")
-    return name
-
-
-def autocast_context(device_type, dtype):
-    """torch.autocast for bfloat16 / float16 (also on CPU), a no-op context for float32."""
-    dtype = PTDTYPES[resolve_dtype(dtype, device_type)] if isinstance(dtype, str) else dtype
-    return (nullcontext() if dtype == torch.float32 else
-            torch.amp.autocast(device_type=device_type, dtype=dtype))
-
+# processes' share of a step
 
 def micro_steps(accumulation, world):
     """A process's share of gradient_accumulation_steps (global), rounded up: 1 over 8 GPUs is 1."""
@@ -317,7 +296,7 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
     if procs.master:
         due = not evaluated and it % cfg.eval_interval == 0
         print(f"resuming from iter {it} ({state.tokens_seen:,} tokens)"
-              + (", its evaluation first (cut short when it was saved)" if due else ""))
+              + (", its evaluation first (the run stopped before it)" if due else ""))
         if len(rng) != procs.world or rng[0]['data']['seed'] != cfg.seed:
             print(f"note: {procs.world} process(es) and seed {cfg.seed} resume a checkpoint of "
                   f"{len(rng)} and {rng[0]['data']['seed']}: not the batches or dropout masks of "
@@ -329,7 +308,7 @@ def restore(ckpt, model, optimizer, scaler, *, cfg, procs):
 
 
 # -----------------------------------------------------------------------------
-# out_dir's files, the master's to write (guards.py locks out_dir and keeps the previous run: prev/)
+# out_dir's files, the master's to write (guards.py holds out_dir and keeps the run before: prev/)
 
 def open_log(folder, cfg, start_iter, rows=()):
     """log.jsonl in `folder`: on resume, its rows from before the checkpoint; then `rows`."""
@@ -355,19 +334,14 @@ def write_row(log, row):
 
 
 def save(raw_model, optimizer, scaler, state, cfg, meta, procs):
-    """ckpt.pt and config.json (the settings, and how far the run got: what a scratch rerun reads
-    to decide which run prev/ keeps), both whole before the first is renamed into place."""
+    """ckpt.pt, whole or not at all (a temp file renamed into place): the master's."""
     if not all(torch.isfinite(p).all() for p in raw_model.parameters()):  # inf gradients spoil them
         raise UsageError(f"a weight is not finite at iter {state.iter_num}: stopped without saving")
     rng = procs.gather(rng_state())
     if procs.master:
         ckpt = make_checkpoint(raw_model, optimizer, scaler, state, cfg=cfg, meta=meta, rng=rng)
-        saved = {'iter_num': state.iter_num, 'tokens_seen': state.tokens_seen,
-                 'finished': state.finished}
-        config = json.dumps({**dataclasses.asdict(cfg), 'saved': saved}, indent=1).encode()
         path = os.path.join(cfg.out_dir, 'ckpt.pt')
-        atomic_write(path, lambda f: torch.save(ckpt, f),
-                     (os.path.join(cfg.out_dir, 'config.json'), lambda f: f.write(config)))
+        atomic_write(path, lambda f: torch.save(ckpt, f))
         print(f"saved {path} at iter {state.iter_num}")
     state.saved_at = state.iter_num
 
@@ -478,8 +452,8 @@ def main(argv):
                               dtype=resolve_dtype(cfg.dtype, torch.device(device).type))
     meta, shards = open_dataset(cfg.data_dir)
     with procs.running(device, cfg.ddp_timeout_s, cfg.out_dir):
-        # out_dir locked, and what a killed run left there settled, before anything reads it
-        release = lock_run_dir(cfg.out_dir) if procs.master else (lambda: None)
+        # out_dir held, and what a killed run left there settled, before anything reads it
+        release = hold_run(cfg.out_dir) if procs.master else (lambda: None)
         try:
             return train(*resume_or_not(cfg, procs, meta), procs, meta, shards)
         except (RuntimeError, MemoryError) as e:  # the model or a first batch too large for memory
@@ -556,8 +530,11 @@ def train(cfg, ckpt, switch, procs, meta, shards):
     log = None
     if procs.master:
         say_start(cfg, procs, accum, raw_model)
-        start_run(cfg.out_dir, cfg.init_from == 'scratch')
+        if cfg.init_from == 'scratch':
+            start_over(cfg.out_dir)  # the run there moves to prev/ (or goes): guards.py
         log = open_log(cfg.out_dir, cfg, state.iter_num, [switch] if switch else [])
+        atomic_write(os.path.join(cfg.out_dir, 'config.json'),  # this start's settings, to read
+                     lambda f: f.write(json.dumps(dataclasses.asdict(cfg), indent=1).encode()))
     t0, elapsed0, first_iter, first_s = time.time(), state.elapsed_s, state.iter_num, state.train_s
     scores = dict.fromkeys(('train_loss', 'val_loss', 'train_bpb', 'val_bpb'))  # the last eval's
     signals = Signals("stopping after this step (a checkpoint is saved if it trained)",
@@ -574,18 +551,17 @@ def train(cfg, ckpt, switch, procs, meta, shards):
             state.finished = stop not in (None, 'signal')  # a checkpoint from here on is the last
 
             # 2. evaluate every eval_interval iterations and at the end (not after a signal, nor
-            # twice at one iteration: a resumed one's), and save
+            # twice at one iteration: a resumed one's), and save; a signal meanwhile stops the run
             if (stop != 'signal' and (state.iter_num % cfg.eval_interval == 0 or stop)
                     and state.evaluated_at != state.iter_num):
                 losses = evaluate(model, scored, state.iter_num, cfg, meta, ctx, signals, procs)
-                if losses is None:  # cut short by a signal: not logged, not a best_val_loss, and
-                    stop, state.finished = 'signal', False  # a run not finished (its eval is due)
-                else:
-                    improved = losses['val_loss'] < state.best_val_loss
-                    record_eval(losses, state, cfg, log, flops_per_token)
-                    scores.update(losses)
-                    if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
-                        save(raw_model, optimizer, scaler, state, cfg, meta, procs)
+                improved = losses['val_loss'] < state.best_val_loss
+                record_eval(losses, state, cfg, log, flops_per_token)
+                scores.update(losses)
+                if state.iter_num > 0 and (improved or cfg.always_save_checkpoint):
+                    save(raw_model, optimizer, scaler, state, cfg, meta, procs)
+                if not stop and procs.agree(signals)[0]:
+                    stop = 'signal'
             if stop:
                 break
 
@@ -622,9 +598,11 @@ def train(cfg, ckpt, switch, procs, meta, shards):
             state.iter_num += 1
         if state.saved_at != state.iter_num:  # the final state (also after a signal)
             save(raw_model, optimizer, scaler, state, cfg, meta, procs)
-    except (UsageError, RuntimeError, MemoryError) as e:  # a failed write, a loss not finite, a
-        why = e if isinstance(e, UsageError) else out_of_memory(e, cfg)
-        if why is None:  # step too large for memory: one line, and what is kept
+    except (UsageError, RuntimeError, MemoryError, OSError) as e:  # a failed write, a loss not
+        why = (e if isinstance(e, UsageError) else  # finite, a step too large for memory: one line,
+               UsageError(f"{e.filename}: {e.strerror}") if isinstance(e, OSError) and e.filename
+               else out_of_memory(e, cfg))  # and what is kept
+        if why is None:
             raise
         raise UsageError(f"{why}; {kept(cfg.out_dir)}") from None
     finally:
@@ -678,40 +656,33 @@ def train_step(model, optimizer, scaler, ctx, X, Y, batch, *, accum=1, grad_clip
 def evaluate(model, batches, iter_num, cfg, meta, ctx, signals, procs):
     """The mean loss over the same eval_iters batches of each split every time, over the processes,
     in bits per byte too, and its standard error (how far this val sample's mean may sit from the
-    split's). None when a signal cuts it short: at once; with DDP between batches, all together."""
+    split's). A signal meanwhile lets it finish (the loop then saves and stops)."""
     if procs.master:
         print(f"step {iter_num}: evaluating, {cfg.eval_iters} batches per split...", flush=True)
-    t0, out = time.time(), {}
+    t0, out, first = time.time(), {}, signals.first
+    signals.first = "the evaluation in progress finishes, then the run stops (a checkpoint is saved if it trained)"
     model.eval()
     try:
-        with signals.cut_short(not procs.ddp):
-            for split, data in batches.items():
-                each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss
-                for k in range(procs.rank, procs.rank + cfg.eval_iters, procs.world):  # as many
-                    if procs.agree(signals)[0]:
-                        raise Signals.CutShort
-                    if k < cfg.eval_iters:
-                        X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
-                        with ctx:
-                            _, loss = model(X, Y)
-                        each[k] = loss.float()
-                each = procs.all_reduce(each).tolist()
-                n = len(each)
-                out[f'{split}_loss'] = loss = sum(each) / n
-                out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
-                # s.e. of the mean = sd of the batch losses / sqrt(n); the batch losses let a
-                # report say the same of a gap between two runs
-                var = sum((v - loss) ** 2 for v in each) / (n - 1) if n > 1 else None
-                out[f'{split}_se'] = None if var is None else math.sqrt(var / n)
-            out['val_batches'] = [round(v, 5) for v in each]
-    except Signals.CutShort:
-        out = None
+        for split, data in batches.items():
+            each = torch.zeros(cfg.eval_iters, device=cfg.device)  # each batch's loss
+            for k in range(procs.rank, cfg.eval_iters, procs.world):  # this process's share
+                X, Y = data.get(1, k)  # key (1, k): never a training key (0, iter, step)
+                with ctx:
+                    _, loss = model(X, Y)
+                each[k] = loss.float()
+            each = procs.all_reduce(each).tolist()
+            n = len(each)
+            out[f'{split}_loss'] = loss = sum(each) / n
+            out[f'{split}_bpb'] = bits_per_byte(meta, split, loss)  # None for raw shards
+            # s.e. of the mean = sd of the batch losses / sqrt(n); the batch losses let a report
+            # say the same of a gap between two runs
+            var = sum((v - loss) ** 2 for v in each) / (n - 1) if n > 1 else None
+            out[f'{split}_se'] = None if var is None else math.sqrt(var / n)
+        out['val_batches'] = [round(v, 5) for v in each]
     finally:
         model.train()
-    if procs.master and out is None:
-        print(f"step {iter_num}: evaluation cut short, not logged"
-              + ("; resuming runs it first" if iter_num else ""))
-    elif procs.master:
+        signals.first = first
+    if procs.master:
         se, bpb = out['val_se'], out['val_bpb']
         print(f"step {iter_num}: train loss {out['train_loss']:.4f}, val loss {out['val_loss']:.4f}"
               + (f" ± {se:.4f} (s.e. over {cfg.eval_iters} batches)" if se is not None else "")
@@ -733,12 +704,17 @@ def record_eval(losses, state, cfg, log, flops_per_token):
 
 
 def say_start(cfg, procs, accum, model):
-    """What the run is, in its first line (the master's)."""
+    """What the run is, in its first line (the master's), and a busy CPU (guards.busy)."""
     print(f"tokens per iteration: {procs.world * accum * cfg.batch_size * cfg.block_size:,} = "
           f"{procs.world} process(es) x {accum} micro-step(s) x batch_size {cfg.batch_size} x "
           f"block_size {cfg.block_size}; model: {model.get_num_params() / 1e6:.2f}M parameters"
           + ("; compiling it (torch.compile): the first step takes about a minute on a CPU, less on"
              " a GPU, and is not counted as training time" if cfg.compile else ""), flush=True)
+    note = cfg.device == 'cpu' and busy(torch.get_num_threads(), "OMP_NUM_THREADS=1 before the "
+                                        "command trains on one (its losses then differ from "
+                                        "another thread count's in their last digits)")
+    if note:
+        print(note, flush=True)
 
 
 def progress_line(row, s_per_iter, cfg, state, end):

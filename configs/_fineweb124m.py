@@ -1,13 +1,13 @@
 # GPT-2 124M on FineWeb, for GPUs: the recipe that compares the architecture configs at GPT-2 small's
 # shape. It comes after an architecture config on the command line, so its keys win and the
 # architecture's block stays (GUIDE.md §8: "GPUs: GPT-2 124M on FineWeb, and MFU").
-#   python prepare.py --dataset=fineweb --train_shards=25     # 2.5B train tokens (5 GB) and the val shard
+#   python fineweb.py --train_shards=25                       # 2.5B train tokens (5 GB) and the val shard
 #   torchrun --standalone --nproc_per_node=8 train.py configs/gmlp.py configs/_fineweb124m.py --out_dir=out-124m-gmlp
 #   python sweep.py --recipe=configs/_fineweb124m.py --configs=gpt,llama,gmlp --hellaswag=hellaswag_val.jsonl
 # 2.5B tokens is Chinchilla's 20 tokens per parameter: 4,768 iterations of 524,288 tokens, as nanoGPT's
 # and llm.c's 124M runs batch them; lr, warmup and schedule are llm.c's GPT-2 124M ones.
 
-data_dir = 'data/fineweb10B'  # what `python prepare.py --dataset=fineweb` writes
+data_dir = 'data/fineweb10B'  # what `python fineweb.py` writes
 vocab_size = 50304  # GPT-2's 50,257 padded to a multiple of 64
 block_size = 1024
 

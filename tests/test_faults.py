@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -187,7 +188,8 @@ def test_a_scratch_run_that_fails_in_training_keeps_the_previous_run(data_dir, t
     with pytest.raises(UsageError, match=r"loss is not finite at iter \d+: stopped without saving; no checkpoint was "
                                          rf"saved \(the run before is in {re.escape(str(out))}/prev/\)$"):
         run(data_dir, out, *nan)
-    assert runs(out) == ({'log.jsonl': runs(out)[0]['log.jsonl']}, first)  # moved whole before it trained
+    here, prev = runs(out)
+    assert prev == first and sorted(here) == ['config.json', 'log.jsonl']  # moved whole before it trained
     # a good rerun keeps prev/ (the failed run's log goes); a failing one after it makes that one the backup
     run(data_dir, out, '--max_iters=2', '--seed=5')
     second, prev = runs(out)
@@ -204,15 +206,15 @@ def test_a_scratch_run_says_where_the_previous_run_goes(data_dir, tmp_path, caps
     run(data_dir, out, '--max_iters=4', '--eval_interval=2')
     text = capsys.readouterr().out
     note = text.index(f"note: this run starts over in {out} (--init_from=resume continues a run instead): the run "
-                      f"there (iter 2, finished) moves to {out / 'prev'}/; `mv {out / 'prev'} another/folder` makes "
-                      "a run of it again\n")
+                      f"there (iter 2, 128 tokens, finished) moved to {out / 'prev'}/; `mv {out / 'prev'} "
+                      "another/folder` makes a run of it again\n")
     assert note < text.index('step 0: evaluating') < text.index(f"saved {out / 'ckpt.pt'} at iter 2")
     assert guards.load_checkpoint(str(out / 'prev' / 'ckpt.pt'))['iter_num'] == 2
     steps = [r['iter'] for _, r in configurator.read_jsonl(str(out / 'log.jsonl')) if 'loss' in r]
     assert steps == [0, 1, 2, 3]
     ckpt = guards.load_checkpoint(str(out / 'ckpt.pt'))
-    with open(out / 'config.json') as f:  # the settings, and how far the run got: what the next rerun reads
-        assert json.load(f) == {**ckpt['config'], 'saved': {'iter_num': 4, 'tokens_seen': 4 * 64, 'finished': True}}
+    with open(out / 'config.json') as f:  # the settings, for a person: the checkpoint says how far the run got
+        assert json.load(f) == ckpt['config']
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl', 'prev']
     assert sorted(os.listdir(out / 'prev')) == ['ckpt.pt', 'config.json', 'log.jsonl']
 
@@ -245,7 +247,6 @@ def test_a_full_disk_at_a_checkpoint_names_it_and_keeps_the_last_one(data_dir, t
                                          r"last checkpoint saved$"):
         run(data_dir, out, '--init_from=resume', '--max_iters=8')
     assert snapshot(out)['ckpt.pt'] == before['ckpt.pt']
-    assert snapshot(out)['config.json'] == before['config.json']  # the resume's settings never beside it
     assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']  # no temp file left
     after_resume = snapshot(out)  # (its log holds the rows past the checkpoint; a resume drops them)
     # the first checkpoint of a scratch run over it fails: the run before is whole in prev/
@@ -411,19 +412,30 @@ def wait_for(proc, text):
     raise AssertionError(f"{text!r} never printed: {''.join(lines)}{proc.stderr.read()}")
 
 
-def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path):
+def test_rerun_and_ctrl_c_before_any_training_saves_nothing(data_dir, tmp_path, monkeypatch, capsys):
+    """A rerun stopped before it trained: by a Ctrl-C in its first evaluation (which finishes, then the run
+    stops), or by a second Ctrl-C that aborts that evaluation: nothing saved, the trained run whole in prev/."""
+    from test_train import signal_inside_evaluation
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=6')
     trained, _ = runs(out)
-    for _ in range(2):  # twice: the second rerun must not replace what the first kept either
-        proc = start(data_dir, out, '--max_iters=50', '--eval_iters=1000000')  # a first evaluation of minutes
-        wait_for(proc, 'step 0: evaluating')
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and 'stopped by SIGINT before any training: nothing saved' in stdout, stderr
-        here, prev = runs(out)
-        assert prev == trained and 'ckpt.pt' not in here  # moved whole to prev/ before it trained
+    with monkeypatch.context() as m:
+        signal_inside_evaluation(m, 0)
+        with pytest.raises(SystemExit, match='130'):
+            run(data_dir, out, '--max_iters=50')
+    assert 'stopped by SIGINT before any training: nothing saved' in capsys.readouterr().out
+    here, prev = runs(out)
+    assert prev == trained and 'ckpt.pt' not in here  # moved whole to prev/ before it trained
+    proc = start(data_dir, out, '--max_iters=50', '--eval_iters=1000000')  # a first evaluation of minutes
+    wait_for(proc, 'step 0: evaluating')
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # the second aborts it
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and 'Traceback' not in stderr, stderr
+    assert 'Ctrl-C again to abort' in stderr and 'saved' not in stdout
+    assert runs(out)[1] == trained and 'ckpt.pt' not in runs(out)[0]  # the rerun before it went, prev/ stayed
 
 
 def test_prev_holds_the_run_before_the_last_scratch_start_whole(data_dir, tmp_path):
@@ -478,13 +490,12 @@ for i, act in enumerate(plan):
                         raise OSError(28, 'No space left on device')
                     return fn(*a, **kw)
                 return call
-            start = train.start_run
+            start = train.start_over
             def counting(*a, **kw):
-                for name in ('replace', 'remove', 'mkdir', 'rename'):
+                for name in ('replace', 'remove', 'unlink', 'mkdir', 'rmdir', 'rename'):
                     setattr(os, name, counted(getattr(os, name)))
-                guards.shutil.rmtree = counted(shutil.rmtree)
                 return start(*a, **kw)
-            train.start_run = counting
+            train.start_over = counting
         sys.argv = ['train.py', *act['args'], f'--out_dir={{out}}']
         code = 1
         try:
@@ -528,15 +539,13 @@ def drive(tmp_path, data_dir, plan):
 
 def identity(folder):
     """(seed, iter, tokens, finished) of the run in `folder`, after checking that it is whole: ckpt.pt and
-    config.json of one save of one run, and its log's steps those of the run up to its checkpoint; None
-    without ckpt.pt."""
+    config.json of one run, and its log's steps those of the run up to its checkpoint; None without ckpt.pt."""
     if not os.path.exists(os.path.join(folder, 'ckpt.pt')):
         return None
     ckpt = guards.load_checkpoint(os.path.join(folder, 'ckpt.pt'))
     with open(os.path.join(folder, 'config.json')) as f:
         config = json.load(f)
-    saved = {'iter_num': ckpt['iter_num'], 'tokens_seen': ckpt['tokens_seen'], 'finished': ckpt['finished']}
-    assert config['saved'] == saved and config['seed'] == ckpt['config']['seed'], (folder, config['saved'], saved)
+    assert config['seed'] == ckpt['config']['seed'], (folder, config['seed'], ckpt['config']['seed'])
     steps = [r['iter'] for _, r in configurator.read_jsonl(os.path.join(folder, 'log.jsonl')) if 'loss' in r]
     logged = list(range(0, ckpt['iter_num'], config['log_interval']))
     assert steps[:len(logged)] == logged, folder
@@ -545,8 +554,10 @@ def identity(folder):
 
 def kept_by_a_rerun(here, prev):
     """The rule (README, GUIDE §9): at a scratch start, out_dir's run becomes prev/'s unless it has none, or
-    stopped with fewer tokens than prev/'s run: then prev/ keeps its own."""
-    if here is None or not here[3] and prev is not None and here[2] < prev[2]:
+    stopped short of prev/'s run (fewer tokens, or as many when prev/'s finished): then prev/ keeps its own. A
+    run goes only in favour of a finished run or a strictly longer one (of two unfinished runs of as many
+    tokens, the newer stays)."""
+    if here is None or not here[3] and prev is not None and (here[2] < prev[2] or here[2] == prev[2] and prev[3]):
         return prev
     return here
 
@@ -583,7 +594,8 @@ def test_a_rerun_never_loses_a_finished_run_to_an_interrupted_one(data_dir, tmp_
         assert code == {'sigint': 130, 'sigterm': 143, 'kill': 137}.get(act.get('how'), code), (code, err[-1500:])
         if code in (0, 130, 143):  # it saved where it stopped
             assert here[3] == (code == 0) and 'Traceback' not in err, (act, here)
-        assert sorted(n for n in os.listdir(after) if n not in guards.RUN_FILES) == (['prev'] if prev else [])
+        assert sorted(n for n in os.listdir(after) if n not in guards.RUN_FILES and not n.endswith('.lock')) == \
+            (['prev'] if prev else [])
     assert prev is not None and prev[3]  # a finished run is the backup at the end of both sequences
 
 
@@ -616,12 +628,13 @@ def test_a_scratch_run_that_cannot_move_the_run_before_is_one_line(data_dir, tmp
     before = snapshot(out)
     with monkeypatch.context() as m:
         m.setattr(guards.os, 'mkdir', lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, 'Permission denied', a[0])))
-        with pytest.raises(UsageError, match=r"^out_dir '.*out' cannot be created or written \(Permission denied: "
-                                             r".*\.moving\); pass --out_dir=a/new/folder$"):
+        with pytest.raises(UsageError, match=r"^.*out/prev cannot be made a folder \(Permission denied: .*prev\); "
+                                             r"pass another folder$"):
             run(data_dir, out, '--max_iters=4')
     assert snapshot(out) == before
     (out / '.moving').write_text('not a folder train.py made')
-    with pytest.raises(UsageError, match=r"cannot be created or written \(File exists: .*\.moving\)"):
+    with pytest.raises(UsageError, match=r"^.*out/\.moving is not a folder, where train.py \(it keeps the run before a "
+                                         r"scratch start in prev/\) writes: move it away, or use another folder$"):
         run(data_dir, out, '--max_iters=4')
     assert snapshot(out) == {**before, '.moving': b'not a folder train.py made'}
 
@@ -633,15 +646,15 @@ def test_two_runs_in_one_out_dir_the_second_is_refused(data_dir, tmp_path):
     second = subprocess.run([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
                              f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True, timeout=120)
     assert second.returncode == 2 and 'Traceback' not in second.stderr
-    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use: another process \(a train.py or a "
-                        rf"prepare.py\) is writing there; wait for it to finish or stop it, or use another folder\n", second.stderr), second.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(out))} is in use: another process \(a train.py, prepare.py or "
+                        rf"sweep.py\) is writing there; wait for it to finish or stop it, or use another folder\n", second.stderr), second.stderr
     first.send_signal(signal.SIGINT)
     first.communicate(timeout=60)
     assert first.returncode == 130
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] > 0 and not os.path.exists(out / 'prev')
     # the lock went with the process that held it (even killed with -9): a new run is not refused
     holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
-                               f"configurator; configurator.lock_folder({str(out)!r}); print(1, flush=True); "
+                               f"configurator; configurator.hold({str(out)!r}); print(1, flush=True); "
                                f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     holder.stdout.readline()
     with pytest.raises(UsageError, match='is in use: another process'):
@@ -659,40 +672,9 @@ def test_two_runs_started_together_in_a_new_out_dir_leave_whole_runs(data_dir, t
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 2], [0, 0]), results  # overlapping: one is refused; one after the other: both ran
     for err, code in zip((e for _, e in results), codes):
-        assert code == 0 or re.fullmatch(r"error: .* is in use: another process \(a train.py or a prepare.py\) is writing there; .*\n", err), err
+        assert code == 0 or re.fullmatch(r"error: .* is in use: another process \(a train.py, prepare.py or sweep.py\) is writing there; .*\n", err), err
     folders = [out] + ([out / 'prev'] if codes == [0, 0] else [])
     assert len({identity(folder)[0] for folder in folders}) == len(folders)  # each whole, each its own run
-
-
-def test_a_save_killed_between_its_two_renames_is_finished_by_the_next_start(data_dir, tmp_path):
-    """ckpt.pt and config.json are both whole in their temp files before either is renamed; killed between
-    the two renames (a first save, or a later one), the next start renames config.json's, so that it says
-    what the checkpoint holds: the next rerun decides on the truth."""
-    script = tmp_path / 'fault.py'
-    script.write_text(f"""
-import os, sys
-sys.path.insert(0, {HERE!r})
-import train
-from configurator import run_main
-replace, n, nth = os.replace, [0], int(sys.argv.pop(1))
-def dying(src, dst):
-    replace(src, dst)
-    if dst.endswith('ckpt.pt'):
-        n[0] += 1
-        if n[0] == nth:
-            os._exit(137)  # as kill -9, after the checkpoint's rename, before config.json's
-train.os.replace = dying
-run_main(train.main)
-""")
-    for nth in (1, 2):
-        out = tmp_path / f'out{nth}'
-        proc = subprocess.run([sys.executable, str(script), str(nth), *TINY, f'--data_dir={data_dir}',
-                               f'--out_dir={out}', '--max_iters=8'], cwd=HERE, capture_output=True, text=True,
-                              timeout=120)
-        assert proc.returncode == 137 and any(n.startswith('config.json.tmp') for n in os.listdir(out))
-        guards.lock_run_dir(str(out))()  # what the next run in out_dir does first
-        assert identity(out)[1:] == (4 * nth, 4 * nth * 64, nth == 2)  # its last save, whole
-        assert sorted(os.listdir(out)) == ['ckpt.pt', 'config.json', 'log.jsonl']
 
 
 def stopped_run(monkeypatch, data_dir, out, at, *extra):
@@ -731,14 +713,15 @@ def test_a_fault_at_every_file_operation_of_a_scratch_start_keeps_every_run_whol
         if mode == 'error' and code == 2:
             assert err.count('\n') == 2 and err.startswith('error: '), err  # one line (and the count)
         out = tmp_path / f'{mode}{k}'  # (the fault's own folder: `after` is a copy of it)
-        guards.lock_run_dir(str(out))()  # what the next start does first
+        guards.hold_run(str(out))()  # what the next start does first
         here, prev = identity(out), identity(out / 'prev')  # whole, both
         if prev == start_prev and here == start_here:  # not moved yet: out_dir as it was
             pass
         else:  # moved or dropped by the rule; out_dir holds the new run's files or none
             assert prev == kept_by_a_rerun(start_here, start_prev), (k, prev, err)
             assert here is None or here[0] == 3, (k, here)
-        assert sorted(n for n in os.listdir(out) if n not in guards.RUN_FILES) == ['prev'], os.listdir(out)
+        assert sorted(n for n in os.listdir(out) if n not in guards.RUN_FILES and not n.endswith('.lock')) == \
+            ['prev'], os.listdir(out)
         # what comes next obeys the rule from what is there
         run(data_dir, out, '--max_iters=2', '--seed=4')
         assert identity(out / 'prev') == kept_by_a_rerun(here, prev) and identity(out)[0] == 4
@@ -908,8 +891,8 @@ def test_a_pipe_where_a_run_or_a_dataset_puts_its_files_is_refused_never_replace
     for attempt in attempts:
         with pytest.raises(UsageError) as e:
             attempt()
-        assert str(e.value) == (f"{out} holds files that are not a dataset's (meta.json): a folder is a run's or a "
-                                "dataset's; pass another --out_dir" if name == 'meta.json' else
+        assert str(e.value) == (f"{out} holds meta.json, which prepare.py (a dataset's folder holds meta.json and the "
+                                "shards it lists) did not write: move it away, or use another folder" if name == 'meta.json' else
                                 f"a run's file '{out / name}' is not a regular file (a device, pipe or socket); "
                                 "move it away, or pass another --out_dir")
         assert os.listdir(out) == [name] and stat.S_ISFIFO(os.stat(out / name).st_mode)
@@ -922,8 +905,9 @@ def test_what_is_there_is_what_the_line_says(data_dir, tmp_path):
     out = tmp_path / 'out'
     run(data_dir, out, '--max_iters=2')
     (out / 'prev').write_text('mine')
-    with pytest.raises(UsageError, match=rf"^{re.escape(str(out / 'prev'))} is not a folder: train.py keeps the run "
-                                         r"before a scratch start there; move it away, or pass another --out_dir$"):
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(out / 'prev'))} is not a folder, where train.py \(it keeps "
+                                         r"the run before a scratch start in prev/\) writes: move it away, or use another "
+                                         r"folder$"):
         run(data_dir, out, '--max_iters=4')
     assert (out / 'prev').read_text() == 'mine' and guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
     (tmp_path / 'x.py').mkdir()
@@ -1099,4 +1083,154 @@ def test_a_scratch_run_over_an_odd_checkpoint_moves_it_to_prev_with_a_note(data_
     assert run(data_dir, out, '--max_iters=2')['iter_num'] == 2
     assert (out / 'prev' / 'ckpt.pt').read_bytes() == old
     assert guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num'] == 2
-    assert f"the run there (saved by an older train.py) moves to {out}/prev/" in capsys.readouterr().out
+    assert f"the run there (a checkpoint that cannot be read) moved to {out}/prev/" in capsys.readouterr().out
+
+
+# -----------------------------------------------------------------------------
+# the storage layer's rules (GUIDE §9): a folder another process holds is never renamed or removed; which run
+# prev/ keeps is read from the checkpoints alone; only what is ours is ever replaced or removed
+
+def holder(path):
+    """A process holding `path` (as a train.py training there would) until killed: (the process)."""
+    proc = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import configurator; "
+                             f"configurator.hold({str(path)!r}); print(1, flush=True); time.sleep(120)"],
+                            stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    return proc
+
+
+def test_a_scratch_start_never_moves_prev_while_a_run_trains_there(data_dir, tmp_path):
+    """The line a missing checkpoint gives (--out_dir=D/prev) resumes the run in prev/; a scratch start in D
+    meanwhile would move prev/ away under it: refused in one line, nothing moved. The live run then ends in
+    prev/ with its own checkpoint and log."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2', '--seed=1')
+    run(data_dir, out, '--max_iters=4', '--seed=2')  # prev/: seed 1; out: seed 2, finished (it would move)
+    live = start(data_dir, out / 'prev', '--init_from=resume', '--seed=1', '--max_iters=1000000',
+                 '--eval_interval=1000000')
+    wait_for(live, 'iter 4/')
+    before = runs(out)[0]
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(out / 'prev'))} is in use: another process"):
+        run(data_dir, out, '--max_iters=2', '--seed=3')
+    assert runs(out)[0] == before
+    live.send_signal(signal.SIGINT)
+    live.communicate(timeout=60)
+    seed, it, _, finished = identity(out / 'prev')  # its own checkpoint beside its own log
+    assert seed == 1 and it > 4 and not finished and identity(out)[:2] == (2, 4)
+    run(data_dir, out, '--max_iters=2', '--seed=3')  # no one in prev/ now: the rule (out's finished run moves)
+    assert identity(out / 'prev')[:2] == (2, 4)
+
+
+def edit_checkpoint(folder, **changes):
+    """Rewrite folder/ckpt.pt with `changes` (None: the key left out, as an older train.py wrote it)."""
+    ckpt = torch.load(folder / 'ckpt.pt', weights_only=True)
+    for k, v in changes.items():
+        ckpt.pop(k) if v is None else ckpt.__setitem__(k, v)
+    torch.save(ckpt, folder / 'ckpt.pt')
+
+
+@pytest.mark.parametrize('prev_is', ["an older train.py's", 'config.json deleted', 'config.json not JSON',
+                                     'config.json says finished and longer'])
+def test_which_run_prev_keeps_is_read_from_the_checkpoints_alone(data_dir, tmp_path, monkeypatch, capsys, prev_is):
+    """prev/ holds a run of 6 iterations whose config.json says anything (or nothing), or whose checkpoint is an
+    older train.py's (it does not say whether it finished: read as not): a rerun stopped after 2 iterations goes
+    (fewer tokens), one stopped after 9 replaces it (more tokens). The note says what each run is."""
+    out, prev = tmp_path / 'out', tmp_path / 'out' / 'prev'
+    run(data_dir, out, '--max_iters=6', '--seed=1')
+    stopped_run(monkeypatch, data_dir, out, 2, '--max_iters=40', '--seed=2')  # the 6 go to prev/; 2 steps here
+    if prev_is == "an older train.py's":
+        edit_checkpoint(prev, finished=None, evaluated=None)
+    elif prev_is == 'config.json deleted':
+        os.remove(prev / 'config.json')
+    else:
+        (prev / 'config.json').write_text('{"saved": {"iter_num": 99999, "tokens_seen": 1e30, "finished": true}}'
+                                          if prev_is.endswith('longer') else '{not json')
+    kept, state = runs(out)[1], 'stopped early' if prev_is == "an older train.py's" else 'finished'
+    capsys.readouterr()
+    stopped_run(monkeypatch, data_dir, out, 9, '--max_iters=40', '--seed=4')  # the 2 go; 9 steps here
+    assert runs(out)[1] == kept
+    assert (f"the run there (iter 2, 128 tokens, stopped early) went: {prev}/ keeps a finished or longer one (iter "
+            f"6, 384 tokens, {state})") in capsys.readouterr().out
+    run(data_dir, out, '--max_iters=1', '--seed=5')  # the 9 replace the 6
+    assert identity(prev)[:2] == (4, 9)
+    assert (f"the run there (iter 9, 576 tokens, stopped early) moved to {prev}/, replacing the one there (iter 6, "
+            f"384 tokens, {state})") in capsys.readouterr().out
+
+
+def test_a_run_of_as_many_tokens_goes_only_in_favour_of_a_finished_one(data_dir, tmp_path, monkeypatch):
+    """prev/ finished at 4 iterations; a rerun stopped at 4 (killed in its final evaluation, say): it goes,
+    the finished run stays. Two stopped runs of as many tokens: the newer stays (neither is longer)."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=4', '--seed=1')
+    stopped_run(monkeypatch, data_dir, out, 4, '--max_iters=40', '--seed=2')  # the finished 4 to prev/
+    finished = runs(out)[1]
+    assert identity(out)[1:] == (4, 256, False) and identity(out / 'prev')[1:] == (4, 256, True)
+    stopped_run(monkeypatch, data_dir, out, 4, '--max_iters=40', '--seed=3')  # seed 2's as many tokens: it goes
+    assert runs(out)[1] == finished
+    edit_checkpoint(out / 'prev', finished=False)  # now both stopped at 4: the newer one stays
+    run(data_dir, out, '--max_iters=1', '--seed=7')
+    assert identity(out / 'prev')[:2] == (3, 4)
+
+
+@pytest.mark.parametrize('case', ['a file in prev/', 'a hidden file in prev/', 'prev a symlink', 'a folder in prev/',
+                                  "a user's .moving/"])
+def test_what_is_not_ours_in_prev_or_a_reserved_name_is_refused_and_stays(data_dir, tmp_path, case):
+    """A scratch start replaces prev/ only if everything in it is a run's file; a user's file (hidden ones too),
+    a folder, a symlink as prev/, or a user's folder under the name the move uses: one line naming it, and
+    every file stays as it was (a resume is never turned into a move)."""
+    out, mine = tmp_path / 'out', tmp_path / 'mine'
+    run(data_dir, out, '--max_iters=2', '--seed=1')
+    run(data_dir, out, '--max_iters=3', '--seed=2')
+    mine.mkdir()
+    (mine / 'notes.txt').write_text('mine')
+    where = {'a file in prev/': out / 'prev' / 'notes.txt', 'a hidden file in prev/': out / 'prev' / '.env',
+             'a folder in prev/': out / 'prev' / 'data', "a user's .moving/": out / '.moving' / 'notes.txt'}.get(case)
+    if case == 'prev a symlink':
+        shutil.rmtree(out / 'prev')
+        os.symlink(mine, out / 'prev')
+    elif case == 'a folder in prev/':
+        where.mkdir()
+    else:
+        where.parent.mkdir(exist_ok=True)
+        where.write_text('mine')
+    before, target = snapshot(out), snapshot(mine)
+    named = {'prev a symlink': 'prev is a symlink', "a user's .moving/": r'\.moving holds notes\.txt',
+             'a folder in prev/': 'prev holds data', 'a hidden file in prev/': r'prev holds \.env'}.get(case, 'prev holds notes.txt')
+    with pytest.raises(UsageError, match=rf"out/{named}"):
+        run(data_dir, out, '--max_iters=2', '--seed=3')
+    assert snapshot(out) == before and snapshot(mine) == target
+    if case != 'prev a symlink':
+        assert run(data_dir, out, '--max_iters=4', '--init_from=resume')['iter_num'] == 4  # a resume trains on
+    assert snapshot(mine) == target and (os.path.islink(out / 'prev') or where.exists())
+
+
+def test_a_users_folder_under_another_hidden_name_is_never_touched(data_dir, tmp_path):
+    """Names train.py does not use (a user's .gone/, .cache/) stay through scratch starts and resumes."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2')
+    for name in ('.gone', '.cache'):
+        (out / name).mkdir()
+        (out / name / 'x').write_text(name)
+    for args in (['--max_iters=2', '--seed=2'], ['--max_iters=3', '--init_from=resume'], ['--max_iters=1']):
+        run(data_dir, out, *args)
+        assert (out / '.gone' / 'x').read_text() == '.gone' and (out / '.cache' / 'x').read_text() == '.cache'
+
+
+def test_a_move_cut_between_its_renames_is_no_dataset_and_the_next_start_finishes_it(data_dir, tmp_path):
+    """Killed between the swap's renames, a run folder holds only .moving/ and .moving.old/: prepare.py there
+    is refused naming them (both runs stay), and the next train.py start finishes the move."""
+    out = tmp_path / 'out'
+    run(data_dir, out, '--max_iters=2', '--seed=1')
+    run(data_dir, out, '--max_iters=3', '--seed=2')
+    os.rename(out / 'prev', out / '.moving.old')  # what the kill left: prev/ renamed away,
+    os.mkdir(out / '.moving')  # the run's files moved in, .moving/ not yet renamed to prev/
+    for name in guards.RUN_FILES:
+        os.rename(out / name, out / '.moving' / name)
+    before = snapshot(out)
+    (tmp_path / 'corpus.txt').write_text('a cat sat on the mat.\n' * 400)
+    with pytest.raises(UsageError, match=r"out holds \.moving, \.moving\.old, which prepare.py .* did not write"):
+        prepare.main([f"--input={tmp_path / 'corpus.txt'}", f'--out_dir={out}'])
+    assert snapshot(out) == before
+    run(data_dir, out, '--max_iters=1', '--seed=3')  # the next start settles: the move finished, then the rule
+    assert identity(out / 'prev')[:2] == (2, 3) and identity(out)[:2] == (3, 1)
+    assert not (out / '.moving').exists() and not (out / '.moving.old').exists()

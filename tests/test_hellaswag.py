@@ -121,20 +121,19 @@ def test_two_processes_under_torchrun_score_as_one(trained, tmp_path):
 
 
 def test_fineweb_shards_train_and_evaluate_end_to_end(fake_hub, tmp_path, monkeypatch):
-    """prepare.py --dataset=fineweb (tiny shards from a local endpoint) -> train.py -> hellaswag.py, offline:
-    a tiny BPE ranks file stands in for GPT-2's (tiktoken would download that), registered as GPT-2's
-    sha256 for this test only (a --ranks_file for gpt2 is checked against it)."""
-    import hashlib
+    """fineweb.py (tiny shards from a local endpoint) -> train.py -> hellaswag.py, offline: a tiny BPE ranks
+    file stands in for GPT-2's, which tiktoken would download (get_encoding('gpt2') gives it, for this test)."""
+    import tiktoken
+    import fineweb
     from test_prepare import tiny_ranks_file
-    prepare.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
+    fineweb.main(['--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
     s = train.main(['--device=cpu', '--dtype=float32', '--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=32',
                     '--batch_size=4', '--gradient_accumulation_steps=1', '--eval_iters=2', '--eval_interval=5',
                     '--warmup_iters=1', '--lr_decay_iters=5', '--max_iters=5', '--vocab_size=50304',
                     f'--data_dir={tmp_path / "fw"}', f'--out_dir={tmp_path / "out"}'])
     assert s['iter_num'] == 5 and s['val_bpb'] is None  # FineWeb's byte count is unknown: no bits per byte
-    ranks = tiny_ranks_file(tmp_path / 'gpt2.tiktoken')
-    monkeypatch.setitem(dataset.KNOWN_RANKS, 'gpt2', hashlib.sha256(open(ranks, 'rb').read()).hexdigest())
+    tiny = dataset.tiktoken_from_file(tiny_ranks_file(tmp_path / 'gpt2.tiktoken')).enc
+    monkeypatch.setattr(tiktoken, 'get_encoding', lambda name: tiny if name == 'gpt2' else None)
     import hellaswag
-    r = hellaswag.main([f'--out_dir={tmp_path / "out"}', f'--ranks_file={ranks}',
-                                              f'--input={write_items(tmp_path / "i.jsonl", RIGGED * 2)}'])
+    r = hellaswag.main([f'--out_dir={tmp_path / "out"}', f'--input={write_items(tmp_path / "i.jsonl", RIGGED * 2)}'])
     assert r['n'] == 8 and 0 <= r['acc_norm'] <= 1

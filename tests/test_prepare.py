@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -185,23 +184,23 @@ def test_only_the_shards_meta_lists_are_read(tmp_path):
         dataset.open_dataset(str(tmp_path))
 
 
-@pytest.mark.parametrize('meta, expect', [
-    ([1, 2], 'JSON list, not an object'),
-    ({'tokenizer': {'kind': 'byte'}}, 'vocab_size=None'),
-    ({'vocab_size': '256'}, "vocab_size='256'"),
-    ({'vocab_size': 0}, 'vocab_size=0'),
-    ({'vocab_size': True}, 'vocab_size=True'),
-    ({'vocab_size': 2.5}, 'vocab_size=2.5'),
-    ({'vocab_size': 10, 'eot_token': 10}, 'eot_token=10'),
-    ({'vocab_size': 10, 'shards': ['train_000000.bin']}, 'malformed shard list'),
-    ({'vocab_size': 10, 'shards': {'train': ['../x.bin'], 'val': []}}, 'malformed shard list'),
-    ({'vocab_size': 10, 'max_id': {'train': 12}}, 'token id 12, but vocab_size is 10'),
+@pytest.mark.parametrize('meta', [
+    [1, 2], {'tokenizer': {'kind': 'byte'}}, {'vocab_size': '256'}, {'vocab_size': 0}, {'vocab_size': True},
+    {'vocab_size': 2.5}, {'vocab_size': 10, 'eot_token': 10}, {'vocab_size': 10, 'shards': ['train_000000.bin']},
+    {'vocab_size': 10, 'shards': {'train': ['../x.bin'], 'val': []}}, {'vocab_size': 10, 'max_id': {'train': 12}},
+    {'vocab_size': 10, 'max_id': []}, {'vocab_size': 10, 'shards': {'train': [3], 'val': []}},
 ])
-def test_wrong_meta_is_one_line(tmp_path, meta, expect):
+def test_wrong_meta_is_one_line(tmp_path, meta):
+    """Any field a reader uses that is not as prepare.py writes it (a vocab_size that is not a positive int, an
+    eot_token outside it, a shard list that is not file names in the folder, an id beyond the vocabulary): one
+    line naming the file and the fields, never a traceback; the same meta.json made right reads."""
     write(tmp_path / 'meta.json', json.dumps(meta))
-    with pytest.raises(configurator.UsageError, match='rerun prepare.py') as e:
+    with pytest.raises(configurator.UsageError, match=r"meta\.json is not as prepare\.py writes it \(its vocab_size, "
+                                                      r"eot_token, shard list or max_id is malformed\); rerun prepare\.py$"):
         dataset.read_meta(str(tmp_path))
-    assert expect in str(e.value) and '\n' not in str(e.value)
+    write(tmp_path / 'meta.json', json.dumps({'vocab_size': 10, 'eot_token': 9, 'max_id': {'train': 9},
+                                              'shards': {'train': ['train_000000.bin'], 'val': []}}))
+    assert dataset.read_meta(str(tmp_path))['vocab_size'] == 10
 
 
 def test_meta_records_the_largest_id(tmp_path):
@@ -211,7 +210,7 @@ def test_meta_records_the_largest_id(tmp_path):
     assert meta['max_id'] == {s: int(read_split(out, s).max()) for s in ('train', 'val')}
     meta['vocab_size'] = meta['max_id']['train']  # as if the shards held ids the vocabulary lacks
     write(os.path.join(out, 'meta.json'), json.dumps(meta))
-    with pytest.raises(configurator.UsageError, match='hold token id'):
+    with pytest.raises(configurator.UsageError, match='max_id is malformed'):
         dataset.open_dataset(out)
 
 
@@ -292,25 +291,34 @@ def test_one_line_corpus(tmp_path, end):
     assert meta['tokens']['train'] + meta['tokens']['val'] == 300 + len(end) and 29 <= meta['tokens']['val'] <= 31
 
 
-def test_a_reader_never_pairs_one_datasets_meta_with_anothers_shards(tmp_path, monkeypatch):
-    """A prepare.py that swaps a new dataset in between a reader's read of meta.json and of the shards it
-    lists: the reader notices (another folder) and reads again; it gets the new dataset whole."""
+@pytest.mark.parametrize('after', ['read_meta', 'load_shard'])
+def test_a_reader_never_pairs_one_datasets_meta_with_anothers_shards(tmp_path, monkeypatch, after):
+    """A prepare.py that swaps a new dataset in while a reader reads (after meta.json, or after its first shard):
+    the reader reads inside the folder it opened, so it gets that dataset whole or one line saying the folder was
+    replaced while it was read, never one dataset's meta.json with the other's shards; what it got stays readable
+    (and the same) after the swap removed the old folder."""
     old_text, new_text = TEXT * 30, TEXT[::-1] * 30
     out = str(tmp_path / 'out')
     P.main([f"--input={write(tmp_path / 'a.txt', old_text)}", f'--out_dir={out}', '--tokenizer=byte'])
-    read_meta, swaps = dataset.read_meta, []
+    real, swaps = getattr(dataset, after), []
 
-    def swapped_after_reading(folder):
-        meta = read_meta(folder)
-        if not swaps:  # the first read only: a prepare.py replaces the dataset in this instant
+    def swap_after(*args, **kwargs):
+        got = real(*args, **kwargs)
+        if not swaps:  # the first call only: a prepare.py replaces the dataset in this instant
             swaps.append(P.main([f"--input={write(tmp_path / 'b.txt', new_text)}", f'--out_dir={out}',
                                  '--tokenizer=byte', '--split=last']))
-        return meta
-    monkeypatch.setattr(dataset, 'read_meta', swapped_after_reading)
-    meta, shards = dataset.open_dataset(out)
-    assert swaps and meta == read_meta(out)  # the new meta.json, and the new shards with it
-    tokens = np.concatenate([t for split in ('train', 'val') for _, t in shards[split]])
-    assert bytes(tokens.astype(np.uint8)).decode() == new_text
+        return got
+    monkeypatch.setattr(dataset, after, swap_after)
+    with pytest.raises(configurator.UsageError, match=rf"^{re.escape(out)} was replaced while it was read \(a "
+                                                      r"prepare.py swapped a new dataset in\): rerun$"):
+        dataset.open_dataset(out)
+    assert swaps
+    monkeypatch.setattr(dataset, after, real)
+    meta, shards = dataset.open_dataset(out)  # the new one, whole
+    tokens = lambda: np.concatenate([t for split in ('train', 'val') for _, t in shards[split]])  # noqa: E731
+    assert bytes(tokens().astype(np.uint8)).decode() == new_text and meta == dataset.read_meta(out)
+    P.main([f"--input={tmp_path / 'a.txt'}", f'--out_dir={out}', '--tokenizer=byte'])  # swapped again: gone
+    assert bytes(tokens().astype(np.uint8)).decode() == new_text
 
 
 def test_a_folder_is_a_runs_or_a_datasets(tmp_path):
@@ -325,9 +333,9 @@ def test_a_folder_is_a_runs_or_a_datasets(tmp_path):
     run = str(tmp_path / 'run')
     train.main([*TINY_TRAIN, f'--data_dir={data}', f'--out_dir={run}'])
     runs = files(run)
-    with pytest.raises(configurator.UsageError, match=rf"^{re.escape(run)} holds files that are not a dataset's "
-                                                      r"\(ckpt.pt, config.json, log.jsonl\): a folder is a run's or a "
-                                                      r"dataset's; pass another --out_dir$"):
+    with pytest.raises(configurator.UsageError, match=rf"^{re.escape(run)} holds ckpt.pt, config.json, log.jsonl, which "
+                                                      r"prepare.py \(a dataset's folder holds meta.json and the shards it "
+                                                      r"lists\) did not write: move it away, or use another folder$"):
         P.main([f"--input={tmp_path / 'a.txt'}", f'--out_dir={run}'])
     assert files(run) == runs
 
@@ -504,8 +512,8 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
         code = run_killed_at(step, [*new_args, f'--out_dir={out}'])
         assert code in (0, 137), code
         got = dataset_in(out)
-        between = (f"error: data_dir '{out}' is missing: a prepare.py was killed as it swapped in the new dataset "
-                   f"it wrote in {tmp_path / f'.out{step}.new'}; rerun it to finish the swap")
+        between = (f"error: data_dir '{out}' is missing: a prepare.py is swapping in the dataset it wrote in "
+                   f"{tmp_path / f'.out{step}.new'}, or was killed doing so; rerun it")
         assert got in (old, new) or got == between and dataset_in(tmp_path / f'.out{step}.new') == new, (step, got)
         seen.add('old' if got == old else 'new' if got == new else 'between')
         P.main([*new_args, f'--out_dir={out}'])  # the next run cleans up whatever the killed one left
@@ -520,9 +528,9 @@ def test_kill_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypa
 
 
 def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeypatch):
-    """An OSError (a full disk) at each file operation in turn: a one-line error and the old folder
-    byte for byte (and, where the swap itself failed, the new dataset whole beside it, which the next
-    prepare.py moves in), or (after the commit) the new dataset."""
+    """An OSError (a full disk) at each file operation in turn: a one-line error naming the path, and the old
+    folder byte for byte, or (after the commit) the new dataset, or (within the swap) the new dataset whole
+    beside it, which the next prepare.py moves in."""
     monkeypatch.setattr(P, 'MIN_SHARD_TOKENS', 1)
     corpus = write(tmp_path / 'c.txt', TEXT * 20)
     out = tmp_path / 'out'
@@ -537,32 +545,31 @@ def test_fault_at_every_step_leaves_the_old_or_the_new_dataset(tmp_path, monkeyp
             def call(*args, **kwargs):
                 n[0] += 1
                 if n[0] == step:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), args[0] if args else None)
                 return fn(*args, **kwargs)
             return call
         with monkeypatch.context() as m:
-            for name in ('replace', 'remove', 'fsync', 'rmdir'):
+            for name in ('replace', 'remove', 'unlink', 'fsync', 'rmdir'):
                 m.setattr(os, name, counted(getattr(os, name)))
             m.setattr(dataset, 'DatasetWriter', type('W', (dataset.DatasetWriter,), {'close_shard': counted(dataset.DatasetWriter.close_shard)}))
             try:
                 P.main(new_args)
                 failed = None
-            except configurator.UsageError as e:
+            except (configurator.UsageError, OSError) as e:
                 failed = str(e)
         left = tmp_path / '.out.new'
         if failed:
-            assert '\n' not in failed and files(out) == old_files, (step, failed)
-            assert not left.exists() or 'the next prepare.py there moves it in' in failed and dataset_in(left) == new
+            assert '\n' not in failed and ('No space left on device' in failed or 'no space left' in failed), (step, failed)
+            assert (files(out) == old_files or dataset_in(out) == new if out.exists() else dataset_in(left) == new), step
         else:
             assert dataset_in(out) == new
             if n[0] < step:  # no fault was injected: done
                 break
-        if not failed or left.exists():
-            P.main(new_args)
-            assert dataset_in(out) == new and not left.exists()
-            P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
-            assert dataset_in(out) == old  # back to the old dataset for the next step
-            old_files = files(out)
+        P.main(new_args)  # whatever the fault left: the next run ends with the new dataset, nothing beside it
+        assert dataset_in(out) == new and sorted(os.listdir(tmp_path)) == ['c.txt', 'out', 'ref']
+        P.main([f'--input={corpus}', '--tokenizer=byte', '--shard_tokens=700', f'--out_dir={out}'])
+        assert dataset_in(out) == old  # back to the old dataset for the next step
+        old_files = files(out)
     assert step > 5
 
 
@@ -629,12 +636,12 @@ def test_a_folder_another_prepare_is_writing_is_refused_and_a_killed_holder_does
     P.main([f'--input={corpus}', f'--out_dir={out}'])
     before = files(out)
     holder = subprocess.Popen([sys.executable, '-c', f"import sys, time; sys.path.insert(0, {HERE!r}); import "
-                               f"configurator; configurator.lock_folder({str(out)!r}); print(1, flush=True); "
+                               f"configurator; configurator.hold({str(out)!r}); print(1, flush=True); "
                                f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     holder.stdout.readline()  # another prepare.py, half-way through writing its shards into `out`
     r = run_cli([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'], cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
-    assert f"{out} is in use: another process (a train.py or a prepare.py) is writing there; wait for it to finish" in r.stderr
+    assert f"{out} is in use: another process (a train.py, prepare.py or sweep.py) is writing there; wait for it to finish" in r.stderr
     assert files(out) == before  # nothing of its own written, nothing of the other's removed
     holder.kill()  # as kill -9: the kernel drops the lock with the process
     holder.wait()
@@ -721,85 +728,69 @@ def test_a_folder_split_holds_val_fraction_whatever_its_files_sizes(tmp_path, ca
 
 
 # -----------------------------------------------------------------------------
-# FineWeb: downloaded shards, checked, resumed, committed by meta.json (a local endpoint: no network)
+# only what is ours is replaced; a swap in progress holds the name
 
-def test_fineweb_downloads_checks_and_commits_shards(fake_hub, tmp_path, capsys):
-    hub, files = fake_hub
-    out = tmp_path / 'fw'
-    meta = P.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={out}'])
-    assert meta['shards'] == {'val': ['fineweb_val_000000.bin'],
-                              'train': ['fineweb_train_000001.bin', 'fineweb_train_000002.bin']}
-    for name in ('fineweb_val_000000.bin', 'fineweb_train_000001.bin', 'fineweb_train_000002.bin'):
-        assert (out / name).read_bytes() == files[name]
-    assert not (out / 'fineweb_train_000003.bin').exists()
-    on_disk = dataset.read_meta(str(out))
-    assert on_disk['tokens'] == {'val': 3000, 'train': 20001 + 20002} and on_disk['vocab_size'] == 50257
-    assert on_disk['tokenizer'] == {'kind': 'tiktoken', 'name': 'gpt2'} and 'bits_per_byte' in on_disk
-    assert train.bits_per_byte(on_disk, 'val', 2.0) is None  # the byte count is unknown: no bits per byte
-    assert [len(tokens) for _, tokens in dataset.open_dataset(str(out))[1]['train']] == [20001, 20002]
-    hub.ranges.clear()
-    P.main(['--dataset=fineweb', '--train_shards=3', f'--out_dir={out}'])  # one more: the others stay
-    assert [name for name, _ in hub.ranges] == ['fineweb_train_000003.bin']
-    assert 'train 3 shard' not in capsys.readouterr().err
-
-
-def test_fineweb_resumes_a_cut_download_where_it_stopped(fake_hub, tmp_path):
-    """A connection that dies part-way through a shard: huggingface_hub asks again from the byte it
-    had (a Range request), and the shard is whole and counted."""
-    hub, files = fake_hub
-    out = tmp_path / 'fw'
-    hub.cut['fineweb_train_000001.bin'] = 3 * 4096 + 100  # the connection dies after 3 whole chunks
-    P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
-    asked = [r for name, r in hub.ranges if name == 'fineweb_train_000001.bin']
-    assert asked[0] is None and asked[1] is not None and partial_size(asked[1]) >= 3 * 4096, asked
-    assert (out / 'fineweb_train_000001.bin').read_bytes() == files['fineweb_train_000001.bin']
-    assert dataset.read_meta(str(out))['tokens']['train'] == 20001
+@pytest.mark.parametrize('case', ['a git checkout', 'a .gitignore in the dataset', 'raw shards'])
+def test_a_folder_is_replaced_only_if_everything_in_it_is_a_dataset_prepare_wrote(tmp_path, case):
+    """Hidden names count: a folder holding anything but meta.json and the shards it lists (a checkout's .git/
+    and .env, a .gitignore beside a dataset, llm.c's raw shards with no meta.json) is refused in one line naming
+    it, and every file stays as it was."""
+    out = tmp_path / 'out'
+    corpus = write(tmp_path / 'c.txt', TEXT * 20)
+    if case == 'a git checkout':
+        subprocess.run(['git', 'init', '-q', str(out)], check=True)
+        write(out / '.env', 'SECRET=1')
+        named = r'\.env, \.git'
+    elif case == 'a .gitignore in the dataset':
+        P.main([f'--input={corpus}', f'--out_dir={out}'])
+        write(out / '.gitignore', '*.bin\n')
+        named = r'\.gitignore'
+    else:
+        out.mkdir()
+        write_shard(str(out / 'train_000000.bin'), [1, 2, 3])
+        named = 'train_000000.bin'
+    tree = lambda: {os.path.join(r, n): open(os.path.join(r, n), 'rb').read()  # noqa: E731
+                    for r, _, names in os.walk(out) for n in names}
+    before = tree()
+    r = run_cli([f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'], cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(out))} holds {named}, which prepare.py \(a dataset's folder holds "
+                        r"meta.json and the shards it lists\) did not write: move it away, or use another folder\n",
+                        r.stderr), r.stderr
+    assert tree() == before and sorted(os.listdir(tmp_path)) == ['c.txt', 'out']
 
 
-def partial_size(range_header):
-    """The offset a resumed request asked from (the bytes kept of the cut download)."""
-    return int(range_header.split('=')[1].rstrip('-'))
+SLOW_SWAP = """
+import os, sys, time
+sys.path.insert(0, {here!r})
+import prepare
+from configurator import run_main
+replace = os.replace
+def slow(src, dst):
+    replace(src, dst)
+    if str(dst).endswith('.new.old'):  # between the swap's two renames: the name is empty for a while
+        print('swapping', flush=True)
+        time.sleep(3)
+os.replace = slow
+run_main(prepare.main)
+"""
 
 
-@pytest.mark.parametrize('bad', ['count', 'magic', 'empty', 'ids'])
-def test_fineweb_refuses_a_corrupt_shard_in_one_line(fake_hub, tmp_path, bad):
-    """A shard whose header lies, that is not a shard, that holds no tokens, or holds ids beyond GPT-2's
-    vocabulary: one line, removed, and a rerun fetches it again once fixed upstream."""
-    from conftest import llmc_shard
-    hub, files = fake_hub
-    good = files['fineweb_train_000001.bin']
-    hub.files['fineweb_train_000001.bin'] = {
-        'count': llmc_shard(np.zeros(100), ntok=101), 'magic': b'\x00' * 4 + good[4:], 'empty': llmc_shard([]),
-        'ids': llmc_shard([5, 60000, 7])}[bad]
-    out = tmp_path / 'fw'
-    expect = {'count': "the header says 101 tokens", 'magic': "not a token shard", 'empty': "it holds no tokens",
-              'ids': "it holds token id 60000, beyond GPT-2's 50,257"}[bad]
-    with pytest.raises(configurator.UsageError, match=rf"fineweb_train_000001.bin from .* is not a whole shard of GPT-2 tokens \({expect}.*\); "
-                                           r"it is removed: rerun to fetch it again") as e:
-        P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])
-    assert '\n' not in str(e.value)
-    assert not out.exists()  # a first prepare that failed: nothing of it
-    hub.files['fineweb_train_000001.bin'] = good  # fixed upstream: the rerun fetches it
-    assert P.main(['--dataset=fineweb', '--train_shards=1', f'--out_dir={out}'])['tokens']['train'] == 20001
-
-
-def test_fineweb_without_the_network_or_its_library_is_one_line(tmp_path, monkeypatch):
-    pytest.importorskip('huggingface_hub')
-    monkeypatch.setenv('HF_ENDPOINT', 'http://127.0.0.1:9')  # nothing listens there
-    monkeypatch.setattr(time, 'sleep', lambda s: None)  # huggingface_hub's 5 retries, without their 23 s
-    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_val_000000.bin .*rerun to go on"):
-        P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
-    monkeypatch.setitem(sys.modules, 'huggingface_hub', None)
-    with pytest.raises(configurator.UsageError, match="downloads through huggingface_hub, which is not installed: pip install"):
-        P.main(['--dataset=fineweb', f'--out_dir={tmp_path / "fw"}'])
-    with pytest.raises(configurator.UsageError, match="GPT-2 tokens already; leave out --tokenizer=char"):
-        P.main(['--dataset=fineweb', '--tokenizer=char'])
-
-
-def test_fineweb_a_shard_the_hub_does_not_have_is_said_so_not_a_connection_to_retry(fake_hub, tmp_path):
-    hub, files = fake_hub
-    del hub.files['fineweb_train_000002.bin']  # a 404 for it
-    with pytest.raises(configurator.UsageError, match=r"could not download fineweb_train_000002.bin .*; it is not "
-                                                      r"there \(404\): check HF_ENDPOINT, or the repository$") as e:
-        P.main(['--dataset=fineweb', '--train_shards=2', f'--out_dir={tmp_path / "fw"}'])
-    assert 'rerun to go on' not in str(e.value)
+def test_a_second_prepare_during_a_swap_is_refused_and_the_first_ends_whole(tmp_path):
+    """While the first prepare.py is between its swap's two renames (the name names nothing for an instant,
+    here three seconds), a second one on the same folder is refused: it would make the name anew and be
+    overwritten. The first ends with its dataset whole and nothing beside it."""
+    corpus, out = write(tmp_path / 'c.txt', TEXT * 20), tmp_path / 'out'
+    P.main([f'--input={corpus}', f'--out_dir={out}'])
+    script = tmp_path / 'slow.py'
+    script.write_text(SLOW_SWAP.format(here=HERE))
+    first = subprocess.Popen([sys.executable, str(script), f'--input={corpus}', f'--out_dir={out}', '--tokenizer=byte'],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.stdout.readline() == 'swapping\n' and not out.exists()
+    second = run_cli([f'--input={corpus}', f'--out_dir={out}'], cwd=tmp_path)
+    assert second.returncode == 2 and f"{out} is in use: another process" in second.stderr, second.stderr
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    meta = dataset.read_meta(str(out))
+    assert meta['tokenizer']['kind'] == 'byte' and sorted(os.listdir(tmp_path)) == ['c.txt', 'out', 'slow.py']
+    assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])

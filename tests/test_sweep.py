@@ -517,8 +517,9 @@ def test_advice_a_sweep_cannot_take_is_said_as_a_sweep_can(tmp_path):
         runs = sweep.Sweep(sweep.SweepConfig(out_prefix=str(tmp_path / 'runs')), str(tmp_path / 'r.jsonl'), stopper)
         ok, why = runs.train(cmd, resume=True)
     assert not ok and '--new_data' not in why
-    assert why == (f"exit 2: the data in its data_dir changed under this run's checkpoint; prepare the data it was "
-                   f"trained on, or delete {tmp_path / 'run'} to train it anew")
+    assert why == (f"exit 2: the data in its data_dir changed under this run's checkpoint in {tmp_path / 'run'}; "
+                   "prepare the data it was trained on, or rerun the sweep to train it anew on this data (a scratch "
+                   "start: the run there goes to prev/ by train.py's rule)")
 
 
 def test_a_recipe_or_flag_that_asks_init_from_is_one_line(tmp_path):
@@ -539,7 +540,7 @@ def test_two_sweeps_on_one_file_take_turns_and_record_each_run_once_and_whole(ti
                       '--eval_interval=4', '--configs=gpt,llama', '--jobs=2')
     first = subprocess.Popen([sys.executable, 'sweep.py', *args], cwd=HERE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
-    while not (tmp_path / 'r.jsonl').exists():  # its lock taken (the file made for it)
+    while not (tmp_path / '.r.jsonl.lock').exists():  # its lock taken
         time.sleep(0.05)
     second = subprocess.Popen([sys.executable, 'sweep.py', *args], cwd=HERE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
@@ -1225,3 +1226,88 @@ def test_the_regime_plot_bands_each_stretch_where_seeds_allow_and_ticks_as_table
     assert min(xs) == pytest.approx(2.5) and max(xs) == pytest.approx(5.0)
     assert [t.get_text() for t in ax.get_xticklabels()] == ['1.2', '2.5', '5.0']
     plt.close('all')
+
+
+# -----------------------------------------------------------------------------
+# a sweep never writes, moves or removes a run folder another process holds, nor a run it did not plan
+
+def tiny_plan(tiny_data, tmp_path, iters=4, *more):
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), max_iters=[str(iters)])
+    return cfg, sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg,
+                               [*TINY, f'--data_dir={tiny_data}', '--eval_interval=4', *more], seed=1, lr=1e-3,
+                               size=None)
+
+
+def tree(folder):
+    return {os.path.join(r, n): open(os.path.join(r, n), 'rb').read() for r, _, ns in os.walk(folder) for n in ns}
+
+
+@pytest.mark.parametrize('held', ['run folder', 'constant-lr run'])
+def test_a_run_folder_another_process_holds_is_not_started_and_left_as_it_is(tiny_data, tmp_path, capsys, held):
+    """A run started by hand in a stopped sweep's run folder (or another sweep's run there, or in the
+    constant-lr run its branch copies): the sweep neither writes, moves nor removes what that process holds;
+    it says the run was not started and that a rerun trains it, and a rerun does."""
+    from test_faults import holder
+    cfg, p = (tiny_plan(tiny_data, tmp_path) if held == 'run folder' else
+              tiny_plan(tiny_data, tmp_path, 8, '--lr_schedule=wsd', '--warmup_iters=1'))
+    folder = p.trunk if held == 'constant-lr run' else p.run_dir
+    os.makedirs(folder)
+    with open(os.path.join(folder, 'notes.txt'), 'w') as f:
+        f.write("the hand run's")
+    before, hand = tree(tmp_path / 'runs'), holder(folder)
+    try:
+        with guards.Signals('', forward=True) as stopper:
+            runs = sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper)
+            assert runs.run(p) is None
+        assert runs.failed == [p] and tree(tmp_path / 'runs') == before
+        assert re.search(rf"not started: {re.escape(folder)} is in use: another process .*; a rerun of this sweep "
+                         r"trains it", capsys.readouterr().err)
+    finally:
+        hand.kill()
+        hand.wait()
+    with guards.Signals('', forward=True) as stopper:
+        assert sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper).run(p) is not None
+    with open(os.path.join(folder, 'notes.txt')) as f:
+        assert f.read() == "the hand run's"
+
+
+def test_a_run_continued_by_hand_past_the_plan_is_left_as_it_is_and_said(tiny_data, tmp_path, capsys):
+    """A sweep's run taken further by hand (train.py --init_from=resume --max_iters=8 in its folder): a sweep
+    that plans 4 iterations there does not retrain it over the longer run; it says so and records nothing."""
+    cfg, p = tiny_plan(tiny_data, tmp_path)
+    with guards.Signals('', forward=True) as stopper:
+        assert sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper).run(p) is not None
+    done = subprocess.run(p.cmd + ['--init_from=resume', '--max_iters=8', '--lr_decay_iters=8'], cwd=HERE,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    os.remove(tmp_path / 'r.jsonl')  # its record set aside: the sweep plans the run again
+    before = tree(p.run_dir)
+    capsys.readouterr()
+    with guards.Signals('', forward=True) as stopper:
+        runs = sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper)
+        assert runs.run(p) is None
+    assert tree(p.run_dir) == before and not os.path.exists(tmp_path / 'r.jsonl')
+    assert f"{p.run_dir} holds a run past this plan (iter 8 of 4), left as it is; move it away to train the planned " \
+           "run" in capsys.readouterr().err
+
+
+def test_two_sweeps_sharing_a_run_folder_never_train_it_at_once(tiny_data, tmp_path):
+    """Two sweeps on different results files with one out_prefix plan the same run: one trains it, the other
+    finds it held (not started, said) or, after it, finished (recorded); the run is one run's, whole: each
+    step logged once, its checkpoint at its budget."""
+    common = ['--configs=gpt', *TINY, f'--data_dir={tiny_data}', f'--out_prefix={tmp_path / "runs"}',
+              '--max_iters=300', '--eval_interval=100']
+    procs = [subprocess.Popen([sys.executable, 'sweep.py', *common, f'--results={tmp_path / f"r{i}.jsonl"}'], cwd=HERE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes in ([0, 0], [0, 2]), errs
+    if codes == [0, 2]:
+        assert any('not started' in e and 'a rerun of this sweep trains it' in e for e in errs), errs
+    (run_dir,) = [d for d in os.listdir(tmp_path / 'runs') if not d.startswith('.')]
+    with open(tmp_path / 'runs' / run_dir / 'log.jsonl') as f:
+        rows = [json.loads(line) for line in f]
+    steps = [r['iter'] for r in rows if 'loss' in r]
+    assert steps == sorted(set(steps)) == list(range(0, 300, 50))
+    assert {**guards.peek(str(tmp_path / 'runs' / run_dir)), 'meta': None} == \
+        {'iter_num': 300, 'tokens_seen': 300 * 64, 'finished': True, 'meta': None}

@@ -27,7 +27,7 @@ R=$OUT/shapes_site.jsonl; LOG=$OUT/study.log; : > "$LOG"
 if [ "${SMALL:-0}" = 1 ]; then
   SRC="$($PY -c 'import sysconfig;print(sysconfig.get_paths()["stdlib"])')/json/**/*.py"
   DATA=${DATA:-data/rehearsal_byte}; SZ=2x64; B="--max_iters=20,40"; TOP=40; BT="--batch_size=4 --block_size=32"
-  DEV="--device=cpu --eval_iters=2 --eval_interval=20 --warmup_iters=5"
+  DEV="--device=cpu --threads=1 --eval_iters=2 --eval_interval=20 --warmup_iters=5"  # (one thread: the grids and seeds one setting)
 else
   SRC="$($PY -c 'import site;print(site.getsitepackages()[0])')/**/*.py"
   DATA=data/site_byte; SZ=5x288; B="--max_iters=195,390,780,1560,3125"; TOP=3125; BT="--batch_size=128 --block_size=256"
