@@ -26,7 +26,7 @@ COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
 MIXERS = [('transformer', 'mha', 'gelu'), ('transformer', 'mdha', 'relu2'),
           ('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')]
 VOCAB = 13
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+HERE = os.path.dirname(os.path.abspath(__file__))  # the repository (this file sits beside model.py)
 
 
 def positions(block):
