@@ -2,12 +2,12 @@
 # #41 point 2 on one GPU, from the repository root: OUT=folder bash results/gpu_speed_check.sh (about 8 min).
 # The recorded decoding step's GPU tests (whole output kept), bench.py's decode columns at GPT-2 124M (batch 1,
 # 500 tokens; compiled too for gpt and llama), and sample.py with and without --compile on a 12x768 byte-level run.
-# First run on an H100 on 2026-11-26 (results/h100/speed_check_2026-11-26.txt); its tests now live in tests/.
+# First run on an H100 on 2026-11-26 (results/h100/speed_check_2026-11-26.txt); its tests now live in test_model.py.
 set -u; OUT=${OUT:?}; export PYTHONUNBUFFERED=1; T0=$(date +%s)
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python -c 'import torch,sys;print(torch.__version__, sys.version.split()[0])'; } > $OUT/machine.txt 2>&1
 echo "== tests $(($(date +%s)-T0))s" >> $OUT/log.txt
-timeout 240 python -m pytest -q tests/test_model.py -k "captured or recorded_step or records_again or python_data or reused_cache or saved_cache" \
+timeout 240 python -m pytest -q test_model.py -k "captured or recorded_step or records_again or python_data or reused_cache or saved_cache" \
   > $OUT/pytest_captured.txt 2>&1; tail -3 $OUT/pytest_captured.txt >> $OUT/log.txt
 G="--device=cuda --dtype=bfloat16 --n_layer=12 --n_head=12 --n_embd=768 --block_size=1024 --vocab_size=50304 --batch_size=1"
 echo "== bench decode $(($(date +%s)-T0))s" >> $OUT/log.txt

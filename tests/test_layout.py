@@ -1,7 +1,8 @@
 """The layout holds: the core (model.py, train.py, sample.py, prepare.py and the modules they import)
 never imports a comparison tool; model.py imports nothing of ours; train.py at most four of our
-modules; no two modules import each other, even through others; importing any module touches no GPU
-and starts nothing."""
+modules; no two modules import each other, even through others; no module imports a test file (the
+block author's test_model.py sits beside model.py: a test, not a module); importing any module, or
+any top-level test file (pytest's collection does), touches no GPU and starts nothing."""
 import ast
 import glob
 import os
@@ -10,14 +11,16 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
-MODULES = {os.path.basename(p)[:-3]: p for p in glob.glob(os.path.join(HERE, '*.py'))}
+TOP = {os.path.basename(p)[:-3]: p for p in glob.glob(os.path.join(HERE, '*.py'))}
+TESTS = {name: p for name, p in TOP.items() if name.startswith('test_')}  # pytest's files, not modules
+MODULES = {name: p for name, p in TOP.items() if name not in TESTS}
 CORE = ('model', 'train', 'sample', 'prepare')
 TOOLS = ('sweep', 'stats', 'report', 'probe', 'bench', 'hellaswag')
 
 
-def ours(name):
-    """The modules of this repository that `name` imports, at the top or inside a function."""
-    with open(MODULES[name]) as f:
+def imports(name):
+    """Every top-level name `name` (a module or a test file) imports, at the top or inside a function."""
+    with open(TOP[name]) as f:
         tree = ast.parse(f.read())
     out = set()
     for n in ast.walk(tree):
@@ -25,7 +28,12 @@ def ours(name):
             out.add(n.module.split('.')[0])
         elif isinstance(n, ast.Import):
             out |= {a.name.split('.')[0] for a in n.names}
-    return out & set(MODULES)
+    return out
+
+
+def ours(name):
+    """The modules of this repository that `name` imports, at the top or inside a function."""
+    return imports(name) & set(MODULES)
 
 
 def reach(name):
@@ -46,11 +54,13 @@ def test_the_core_reads_without_the_tools_and_imports_in_one_direction():
     assert len(ours('train')) <= 4, f"train.py imports {sorted(ours('train'))}"
     cycles = [m for m in MODULES if m in reach(m)]
     assert not cycles, f"modules that import themselves through others: {cycles}"
+    assert 'test_model' in TESTS and not set(TESTS) & set(MODULES)
+    assert not [m for m in MODULES if imports(m) & set(TESTS)], "a module imports a test file"
 
 
 def test_importing_every_module_starts_nothing():
     code = (f"import sys, threading; sys.path.insert(0, {HERE!r})\n"
-            f"for name in {sorted(MODULES)!r}: __import__(name)\n"
+            f"for name in {sorted(MODULES) + sorted(TESTS)!r}: __import__(name)\n"
             "import torch\n"
             "assert not torch.cuda.is_initialized(), 'a module initialised CUDA at import'\n"
             "import torch.distributed as dist\n"
@@ -62,7 +72,7 @@ def test_importing_every_module_starts_nothing():
 
 def test_the_device_scripts_name_files_that_exist():
     """A script prepared for a GPU session (results/**/*.sh) runs once a device is lent, with no
-    second try: every repository file it names (`tests/test_model.py`, `configs/gpt.py`) is there."""
+    second try: every repository file it names (`test_model.py`, `configs/gpt.py`) is there."""
     scripts = glob.glob(os.path.join(HERE, 'results', '**', '*.sh'), recursive=True)
     assert scripts
     for path in scripts:

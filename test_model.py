@@ -1,12 +1,17 @@
 """
 model.py's properties, on CPU in seconds: shapes, causality, paper formulas written out plainly,
-parameter parity, cached decoding equal to full decoding, overfitting, and config errors.
+parameter parity, cached decoding equal to full decoding, overfitting, and config errors; for every
+block, every config in configs/ and every value of every GPTConfig field (the last section). Beside
+model.py, where a block's author works; the other tests are in tests/.
 """
 import contextlib
 import copy
+import dataclasses
+import functools
 import glob
 import math
 import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -26,7 +31,7 @@ COMBOS = ([('transformer', attn, ffn) for attn in ATTNS for ffn in FFNS]
 MIXERS = [('transformer', 'mha', 'gelu'), ('transformer', 'mdha', 'relu2'),
           ('gmlp', 'mha', 'gelu'), ('amlp', 'mha', 'gelu')]
 VOCAB = 13
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+HERE = os.path.dirname(os.path.abspath(__file__))  # the repository (this file sits beside model.py)
 
 
 def positions(block):
@@ -34,11 +39,13 @@ def positions(block):
     return [p for p in POS_EMBS if not (block == 'gmlp' and p == 'rope')]
 
 
+# the sizes every tiny model here has: a config's own flags at these sizes run in milliseconds
+TINY = dict(block_size=16, vocab_size=VOCAB, n_layer=2, n_head=2, n_embd=16, ffn_multiple_of=8, gmlp_d_ffn=32,
+            tiny_attn_size=8)
+
+
 def tiny(block='transformer', attn='mha', ffn='gelu', **kw):
-    args = dict(block_size=16, vocab_size=VOCAB, n_layer=2, n_head=2, n_embd=16, block=block,
-                attn=attn, ffn=ffn, ffn_multiple_of=8, gmlp_d_ffn=32, tiny_attn_size=8)
-    args.update(kw)
-    return GPTConfig(**args)
+    return GPTConfig(**{**TINY, 'block': block, 'attn': attn, 'ffn': ffn, **kw})
 
 
 def build(cfg, seed=0, double=True):
@@ -823,3 +830,178 @@ def test_count_flops_equals_torchs_count_for_every_config():
                                                      '--block_size=32', '--vocab_size=64']).model_args())
         conv = 3 * cfg.n_layer * 2 * 3 * cfg.n_embd * cfg.dconv_kernel if cfg.attn == 'mdha' else 0
         assert counted_flops(cfg) == count_flops(cfg) - conv, path
+
+
+# -----------------------------------------------------------------------------
+# every config in configs/ and every value of every GPTConfig field: shapes, causality and cached
+# decoding, built from the flags themselves. A new field (qk_norm, say) is tested at its values and a
+# new config file at its own settings, with no edit here; `-k NAME` selects them by the config's file
+# name (-k gpt_qknorm) or the field's (-k qk_norm).
+
+CONFIG_FILES = sorted(glob.glob(os.path.join(HERE, 'configs', '[!_]*.py')))  # the _recipes are parts, not configs
+# a config at tiny size: its own flags at these sizes; a width it leaves at 0 (auto in GPTConfig) stays auto
+SHRINK = {**TINY, 'ffn_hidden': 32}
+AUTO = {f.name for f in dataclasses.fields(GPTConfig) if f.default == 0}  # ffn_hidden, gmlp_d_ffn
+# the models a field's value is tried on, in this order: it is tested on the first one GPTConfig takes it on
+# and it changes (one model per value keeps these tests to seconds): the token mixers, then the llama block
+# (rotary positions, RMSNorm, a gated FFN) for values that act only there (rope_base, bias_gate)
+BASES = {**{'/'.join(m): tiny(*m) for m in MIXERS},
+         'transformer/mha/swiglu/rope/rmsnorm': tiny(ffn='swiglu', pos_emb='rope', norm='rmsnorm')}
+# the values of a field that field_values cannot derive (a str that __post_init__ does not check against
+# a list, a type other than bool, str, int and float), or that act only with another flag no base has:
+# field name -> its settings, each a value or a dict of fields (the value and the flags it needs)
+VALUES = {}
+
+
+def field_values(f):
+    """The settings of GPTConfig's field `f` to test, each a tuple of (field, value) pairs: a bool's other
+    value; a str's every value but the default, from the list __post_init__ names when it refuses an unknown
+    one; an int's or a float's first of a few values near the tiny size's that a base takes. Where none can
+    be derived, a sentence saying so in their place: the tests fail with it."""
+    name, default = f.name, f.default
+    ask = (f"add its settings to VALUES in test_model.py (a value, or a dict with the flags it needs), and the "
+           f"tests of shapes, causality and cached decoding run at them")
+    if name in VALUES:
+        return [tuple(v.items()) if isinstance(v, dict) else ((name, v),) for v in VALUES[name]]
+    if isinstance(default, bool):
+        return [((name, not default),)]
+    if isinstance(default, str):
+        try:
+            GPTConfig(**{name: '\0not a value'})
+        except ValueError as e:
+            listed = re.fullmatch(rf"unknown {name} .*; choose one of (.*)", str(e))
+            if listed:  # as model.py writes them: '' as ''
+                allowed = ['' if v == "''" else v for v in listed.group(1).split(', ')]
+                return [((name, v),) for v in allowed if v != default]
+        return [f"GPTConfig.{name} is a str that __post_init__ does not check against a list of allowed values, "
+                f"so its values cannot be derived: refuse an unknown one there as the other fields do, or {ask}"]
+    if isinstance(default, (int, float)):
+        b = TINY.get(name, default)
+        if isinstance(default, float):
+            near = [2 * b, b / 2] if b else [0.1, 0.5]
+        else:  # 0: auto, a width (ffn_hidden)
+            near = [2 * b, b + 1, b // 2, b - 1] if b else [2 * TINY['n_embd'], 1]
+        for v in near:
+            if v not in (default, b) and any(takes(base, ((name, v),)) for base in BASES.values()):
+                return [((name, v),)]
+        return [f"GPTConfig.{name}: no model in BASES takes any of {near}: {ask}"]
+    return [f"GPTConfig.{name} is a {type(default).__name__}, whose values cannot be derived: {ask}"]
+
+
+def takes(base, setting):
+    """base with the setting, or None where GPTConfig refuses the combination."""
+    try:
+        return GPTConfig(**{**dataclasses.asdict(base), **dict(setting)})
+    except ValueError:
+        return None
+
+
+def shown(setting):
+    return ','.join(f"{k}={v}" for k, v in setting)
+
+
+CASES = ([pytest.param(p, id=os.path.basename(p)[:-3]) for p in CONFIG_FILES]
+         + [pytest.param(s, id=f"{f.name}=?" if isinstance(s, str) else shown(s))
+            for f in dataclasses.fields(GPTConfig) for s in field_values(f)])
+
+
+@functools.lru_cache(maxsize=None)
+def fingerprint(items):
+    """What the config of these (field, value) items builds: its parameters' names, shapes and (seeded)
+    values, and its outputs on one batch from one seed, in training mode (so that dropout counts)."""
+    model = build(GPTConfig(**dict(items)))
+    torch.manual_seed(0)
+    out = model.train()(idx_batch(), idx_batch())[0]
+    return [(k, v.shape) for k, v in model.state_dict().items()], list(model.state_dict().values()), out
+
+
+def changes(base, cfg):
+    """Whether cfg builds another model than base: another parameter, or other outputs."""
+    (na, pa, ya), (nb, pb, yb) = (fingerprint(tuple(vars(c).items())) for c in (base, cfg))
+    return na != nb or not all(map(torch.equal, pa, pb)) or not torch.equal(ya, yb)
+
+
+@functools.lru_cache(maxsize=None)
+def resolve(case):
+    """(label, GPTConfig) of a case: a config file with SHRINK's sizes, or a field's setting on the first
+    model of BASES that GPTConfig takes it on and that it changes; else the sentence of what to do (str)."""
+    if isinstance(case, str) and not case.endswith('.py'):
+        return case  # a field whose values field_values cannot derive
+    if isinstance(case, str):
+        from configurator import parse_config
+        from train import TrainConfig
+        args, rel = parse_config(TrainConfig, [case]).model_args(), os.path.relpath(case, HERE)
+        try:
+            return rel, GPTConfig(**{**args, **{k: v for k, v in SHRINK.items() if args[k] or k not in AUTO}})
+        except ValueError as e:
+            return f"{rel} at test_model.py's SHRINK sizes is refused ({e}): give SHRINK sizes its flags take"
+    for label, base in BASES.items():
+        if (cfg := takes(base, case)) is not None and changes(base, cfg):
+            return f"{shown(case)} on {label}", cfg
+    return (f"{shown(case)} is refused by GPTConfig, or changes nothing, on every model in test_model.py's BASES "
+            f"({'; '.join(BASES)}), so no test runs at it: give it a setting in VALUES with the flags it needs")
+
+
+def case_config(case):
+    got = resolve(case)
+    if isinstance(got, str):
+        pytest.fail(got, pytrace=False)
+    return got
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_each_config_and_flag_value_has_shapes_and_finite_gradients(case):
+    label, cfg = case_config(case)
+    model = build(cfg, double=False)
+    idx = idx_batch()
+    logits, loss = model(idx, idx_batch(seed=2))  # targets unrelated to the inputs: near uniform at init
+    assert logits.shape == (3, 12, cfg.vocab_size), label
+    assert torch.isfinite(loss) and abs(loss.item() - math.log(cfg.vocab_size)) < 0.5, label
+    loss.backward()
+    bad = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not bad, f"{label}: no finite gradient for {bad}"
+    assert model(idx)[0].shape == (3, 1, cfg.vocab_size), label
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_each_config_and_flag_value_is_causal_in_eval_and_in_training(case):
+    """Changing token 6 leaves every output before it unchanged and changes output 6: in eval mode, and in a
+    training forward with the same dropout masks (dropout on where the config or the value sets it)."""
+    label, cfg = case_config(case)
+    t, idx = 6, idx_batch()
+    changed = idx.clone()
+    changed[:, t] = (changed[:, t] + 1) % VOCAB
+    model = build(cfg).eval()
+    a, b = model(idx, idx)[0], model(changed, changed)[0]
+    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-12, rtol=0), f"{label}: a later token changes earlier outputs"
+    assert (a[:, t] - b[:, t]).abs().max() > 1e-6, label
+    model.train()
+    outputs = []
+    for x in (idx, changed, idx):
+        torch.manual_seed(5)
+        outputs.append(model(x, x)[0])
+    a, b, again = outputs
+    assert torch.equal(a, again), label  # the same masks
+    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-12, rtol=0), \
+        f"{label}: in a training forward (dropout={cfg.dropout}) a later token changes earlier outputs"
+    if cfg.dropout:
+        torch.manual_seed(6)
+        assert not torch.allclose(model(idx, idx)[0], a), label  # dropout is really on
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_each_config_and_flag_value_decodes_with_a_cache_as_without(case):
+    """With either cache, a prefill, one token, another and a chunk to the last position give the full
+    forward's logits; greedy generation to past block_size (12 + 6 > 16) gives the uncached tokens."""
+    label, cfg = case_config(case)
+    model = big_weights(build(cfg)).eval()
+    idx, prompt = idx_batch(T=16), idx_batch(B=2, T=12)
+    full, _ = model(idx, idx)
+    slow = generate(model, prompt, 6, temperature=0, use_cache=False)
+    for fixed in (False, True):
+        cache = DecodeCache(cfg.n_layer, fixed=fixed)
+        got = torch.cat([model(idx[:, a:b], idx[:, a:b], cache=cache)[0]
+                         for a, b in [(0, 5), (5, 6), (6, 7), (7, 15), (15, 16)]], dim=1)
+        assert torch.allclose(got, full, atol=1e-10), f"{label}, fixed={fixed}: cached logits differ from full ones"
+        fast = generate(model, prompt, 6, temperature=0, use_cache=True, fixed=fixed)
+        assert torch.equal(fast, slow), f"{label}, fixed={fixed}: cached greedy tokens differ from uncached ones"
