@@ -557,7 +557,8 @@ def record_of(plan, wall_s, branched, meta):
         n_layer=cfg['n_layer'], n_embd=cfg['n_embd'],
         curve=[[r['iter'], r['tokens'], r.get('flops'), r.get('train_s'), r['val_loss']]
                for r in evals],
-        command=' '.join(plan.cmd[1:]), branched_from=branched, date=time.strftime('%Y-%m-%d'),
+        command=' '.join(plan.cmd[1:]).replace(HERE + os.sep, ''),  # (the project's paths: relative)
+        branched_from=branched, date=time.strftime('%Y-%m-%d'),
         machine=machine(resolve_device(cfg['device'])))}
 
 

@@ -15,7 +15,7 @@ TOP = {os.path.basename(p)[:-3]: p for p in glob.glob(os.path.join(HERE, '*.py')
 TESTS = {name: p for name, p in TOP.items() if name.startswith('test_')}  # pytest's files, not modules
 MODULES = {name: p for name, p in TOP.items() if name not in TESTS}
 CORE = ('model', 'train', 'sample', 'prepare')
-TOOLS = ('sweep', 'stats', 'report', 'probe', 'bench', 'hellaswag')
+TOOLS = ('sweep', 'stats', 'report', 'probe', 'bench', 'hellaswag', 'fineweb')
 
 
 def imports(name):

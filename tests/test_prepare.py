@@ -794,3 +794,35 @@ def test_a_second_prepare_during_a_swap_is_refused_and_the_first_ends_whole(tmp_
     meta = dataset.read_meta(str(out))
     assert meta['tokenizer']['kind'] == 'byte' and sorted(os.listdir(tmp_path)) == ['c.txt', 'out', 'slow.py']
     assert sorted(os.listdir(out)) == sorted(['meta.json', *meta['shards']['train'], *meta['shards']['val']])
+
+
+def test_a_folder_walk_reads_regular_files_only_and_never_the_dataset_it_writes(tmp_path, capsys):
+    """A FIFO or socket met while walking an --input folder is skipped and said (as grep -r does: it would
+    block), and a dataset's folder there, the one this command writes included, is never read as text: the
+    same command twice gives the same dataset."""
+    texts = tmp_path / 'texts'
+    write(texts / 'a.txt', TEXT * 20)
+    os.mkfifo(texts / 'pipe')
+    capsys.readouterr()
+    P.main([f'--input={texts}', f'--out_dir={texts / "data"}'])
+    first = dataset.read_meta(str(texts / 'data'))
+    assert f"prepare: skipped {texts / 'pipe'} (not a regular file)" in capsys.readouterr().err
+    P.main([f'--input={texts}', f'--out_dir={texts / "data"}'])
+    again = dataset.read_meta(str(texts / 'data'))
+    err = capsys.readouterr().err
+    assert f"{texts / 'data'}/ (a dataset)" in err and f"{texts / 'pipe'} (not a regular file)" in err
+    assert again['tokenizer'] == first['tokenizer'] and again['tokens'] == first['tokens']
+    assert again['source']['files'] == first['source']['files'] == 1
+
+
+def test_names_that_are_not_utf8_are_read_and_written(tmp_path):
+    """File and folder names in another encoding (bytes that are not UTF-8): read, and meta.json written with
+    their JSON escape, which reads back as the same names."""
+    folder = os.path.join(os.fsencode(tmp_path), b'in\xff')
+    os.makedirs(folder)
+    with open(os.path.join(folder, b'a\xfe.txt'), 'wb') as f:
+        f.write(TEXT.encode() * 20)
+    out = os.fsdecode(os.path.join(os.fsencode(tmp_path), b'out\xff'))
+    P.main([f'--input={os.fsdecode(folder)}', f'--out_dir={out}'])
+    meta = dataset.read_meta(out)
+    assert meta['source']['inputs'] == [os.fsdecode(folder)] and meta['tokens']['train'] > 0

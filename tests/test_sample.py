@@ -326,3 +326,80 @@ def test_a_missing_run_is_one_line_that_says_how_to_make_one_or_where_the_run_be
     with pytest.raises(UsageError, match=r"^no checkpoint at 'out/ckpt.pt'; out/prev/ holds the run before the "
                                          r"last scratch start there \(--out_dir=out/prev\)$"):
         sample.main(['--out_dir=out', '--device=cpu'])
+
+
+def test_a_config_with_no_run_names_its_own_train_command_and_a_sweeps_prefix_names_its_runs(runs, tmp_path,
+                                                                                              monkeypatch):
+    """`sample.py configs/gmlp.py` before it trained: the line names that config's train command (not the quick
+    start's); a sweep's --out_prefix given as out_dir: the line says it holds run folders, and the newest."""
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / 'mine.py'
+    cfg.write_text("out_dir = 'out-mine'\n")
+    with pytest.raises(UsageError, match=rf"^no checkpoint at 'out-mine/ckpt.pt'; train one first \(python "
+                                         rf".*train.py {re.escape(str(cfg))}\) or point out_dir at the right folder$"):
+        sample.main([str(cfg), '--device=cpu'])
+    prefix = os.path.dirname(runs['mha'])  # the module's runs: out-mha, out-mdha, ... each a run folder
+    folders = [os.path.join(prefix, d) for d in os.listdir(prefix) if os.path.isfile(os.path.join(prefix, d, 'ckpt.pt'))]
+    newest = max(folders, key=lambda d: os.path.getmtime(os.path.join(d, 'ckpt.pt')))
+    assert len(folders) >= 5
+    with pytest.raises(UsageError, match=rf"^no checkpoint at '{re.escape(prefix)}/ckpt.pt'; {re.escape(prefix)} holds "
+                                         rf"the run folders of {len(folders)} run\(s\), the newest {re.escape(newest)}: "
+                                         r"pass --out_dir=one of them$"):
+        sample.main([f'--out_dir={prefix}', '--device=cpu'])
+
+
+def test_a_run_stopped_before_its_budget_is_said_with_where_a_finished_one_is(runs, tmp_path, capsys):
+    """Sampling a run that stopped short (a rerun Ctrl-C'd at iteration 4 of 8, say): one line says so, and
+    names prev/ when the run before it there finished."""
+    data = os.path.join(os.path.dirname(runs['mha']), 'char')
+    out = tmp_path / 'out'
+    train.main([*TINY, f'--data_dir={data}', f'--out_dir={out}', '--max_iters=4'])  # finished
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
+    ckpt['finished'] = False  # as a run stopped at iter 4 of a longer budget saves it
+    torch.save(ckpt, out / 'ckpt.pt')
+    _, err = run(capsys, out, '--max_new_tokens=2')
+    assert f"note: {out / 'ckpt.pt'} is a run stopped before its budget (iter 4); train.py --init_from=resume " \
+           "on its config continues it" in err
+    train.main([*TINY, f'--data_dir={data}', f'--out_dir={out}', '--max_iters=2'])  # the stopped one to prev/
+    torch.save({**torch.load(out / 'ckpt.pt', weights_only=True), 'finished': False}, out / 'ckpt.pt')
+    torch.save({**torch.load(out / 'prev' / 'ckpt.pt', weights_only=True), 'finished': True}, out / 'prev' / 'ckpt.pt')
+    _, err = run(capsys, out, '--max_new_tokens=2')
+    assert f"is a run stopped before its budget (iter 2); {out / 'prev'}/ holds a finished one " \
+           f"(--out_dir={out / 'prev'})" in err
+    _, err = run(capsys, runs['mha'], '--max_new_tokens=2')
+    assert 'stopped before its budget' not in err
+
+
+def test_a_fifo_as_the_checkpoint_and_a_folder_as_a_ranks_file_say_what_is_there(tmp_path):
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.mkfifo(out / 'ckpt.pt')
+    with pytest.raises(UsageError, match=r"^checkpoint '.*ckpt.pt' is not a regular file \(a device, pipe or socket\); "
+                                         r"move it away, or pass another --out_dir$"):
+        sample.main([f'--out_dir={out}', '--device=cpu'])
+    (tmp_path / 'ranks').mkdir()
+    with pytest.raises(UsageError, match=r"^tiktoken ranks file '.*ranks' is a folder; name a .tiktoken file$"):
+        tiktoken_from_file(str(tmp_path / 'ranks'))
+
+
+def test_a_busy_machine_is_said_once_with_how_to_use_fewer_threads(runs, tmp_path, capsys, monkeypatch):
+    """More load than cores at the start (the last minute's average): sample.py and train.py each say it in one
+    line with the flag that takes fewer threads; on one thread, or an idle machine, nothing is said."""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(guards, 'cores', lambda: 2)
+    try:
+        for load, threads, said in ((5.0, 2, True), (5.0, 1, False), (1.0, 2, False)):
+            monkeypatch.setattr(os, 'getloadavg', lambda: (load, load, load))
+            _, err = run(capsys, runs['mha'], '--max_new_tokens=2', f'--threads={threads}')
+            note = (f"note: this machine is busy (load {load:.1f} on 2 cores): {threads} threads wait for cores at "
+                    "every step, which can make it many times slower; --threads=1 decodes on one")
+            assert (note in err) == said, err
+        torch.set_num_threads(2)
+        monkeypatch.setattr(os, 'getloadavg', lambda: (5.0, 5.0, 5.0))
+        train.main([*TINY, f"--data_dir={os.path.join(os.path.dirname(runs['mha']), 'char')}",
+                    f"--out_dir={tmp_path / 'busy'}", '--max_iters=1'])
+        assert ("note: this machine is busy (load 5.0 on 2 cores): 2 threads wait for cores at every step, which can "
+                "make it many times slower; OMP_NUM_THREADS=1 before the command trains on one (its losses then "
+                "differ from another thread count's in their last digits)") in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(before)

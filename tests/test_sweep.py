@@ -549,6 +549,7 @@ def test_two_sweeps_on_one_file_take_turns_and_record_each_run_once_and_whole(ti
     recs = stats.read_results(str(tmp_path / 'r.jsonl'))
     assert len(recs) == 8 and len({stats.run_id(r['key']) for r in recs}) == 8
     assert all(r['iters'] == 12 and r['curve'][-1][0] == 12 for r in recs)
+    assert all(r['command'].startswith('train.py configs/') for r in recs)  # the project's paths, relative
     assert f"another sweep is writing {tmp_path / 'r.jsonl'}; waiting" in errs[1], errs[1]
     assert '0 runs to do (8 already in' in errs[1] and 'twice' not in ''.join(errs), errs[1][-3000:]
 
@@ -730,7 +731,7 @@ def test_what_every_run_needs_is_checked_once_before_the_first_trains(tmp_path, 
     runs = tmp_path / 'runs'
     common = ['--configs=gpt,llama', '--max_iters=4', f'--results={tmp_path / "r.jsonl"}', f'--out_prefix={runs}']
     r = cli(*common, f'--data_dir={tmp_path / "nowhere"}')
-    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'not found; run `python prepare.py' in r.stderr
+    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'not found; write it with prepare.py (python prepare.py --help)' in r.stderr
     items = tmp_path / 'items.jsonl'
     for bad in ({'ctx': 'a', 'endings': 'abcd', 'label': 0}, {'ctx': 'a', 'endings': ['w', 'x', 'y', 'z'], 'label': 2.7},
                 {'ctx': 'a', 'endings': ['w', 'x', 'y', 'z'], 'label': 4}):
@@ -1254,7 +1255,8 @@ def test_a_run_folder_another_process_holds_is_not_started_and_left_as_it_is(tin
     os.makedirs(folder)
     with open(os.path.join(folder, 'notes.txt'), 'w') as f:
         f.write("the hand run's")
-    before, hand = tree(tmp_path / 'runs'), holder(folder)
+    hand = holder(folder)
+    before = tree(tmp_path / 'runs')
     try:
         with guards.Signals('', forward=True) as stopper:
             runs = sweep.Sweep(cfg, str(tmp_path / 'r.jsonl'), stopper)
@@ -1311,3 +1313,18 @@ def test_two_sweeps_sharing_a_run_folder_never_train_it_at_once(tiny_data, tmp_p
     assert steps == sorted(set(steps)) == list(range(0, 300, 50))
     assert {**guards.peek(str(tmp_path / 'runs' / run_dir)), 'meta': None} == \
         {'iter_num': 300, 'tokens_seen': 300 * 64, 'finished': True, 'meta': None}
+
+
+def test_committed_records_name_the_projects_files_relative_to_it():
+    """A record's command is one a user can read in a clone: train.py and its run folder relative to the
+    project, no path of the machine that ran it (sweep.py writes them so; older records were rewritten once,
+    their numbers unchanged)."""
+    import glob
+    from configurator import read_jsonl
+    seen = 0
+    for path in glob.glob(os.path.join(HERE, 'results', '**', '*.jsonl'), recursive=True):
+        for _, r in read_jsonl(path):
+            if isinstance(r, dict) and isinstance(r.get('command'), str):
+                seen += 1
+                assert not re.search(r"(^| |=)/", r['command']), (path, r['command'][:200])
+    assert seen > 500
