@@ -94,7 +94,7 @@ def make_tokenizer(cfg, parts, several_docs):
         return CharTokenizer(''.join(sorted(chars)))
     if spec == 'byte':
         return ByteTokenizer()
-    if spec.endswith('.tiktoken') or os.sep in spec or os.path.isfile(spec):
+    if spec.endswith('.tiktoken') or os.sep in spec or os.path.exists(spec):
         return tiktoken_from_file(spec)
     return tiktoken_by_name(spec)
 

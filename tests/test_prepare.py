@@ -826,3 +826,12 @@ def test_names_that_are_not_utf8_are_read_and_written(tmp_path):
     P.main([f'--input={os.fsdecode(folder)}', f'--out_dir={out}'])
     meta = dataset.read_meta(out)
     assert meta['source']['inputs'] == [os.fsdecode(folder)] and meta['tokens']['train'] > 0
+
+
+def test_a_folder_given_as_the_tokenizer_says_it_is_a_folder(tmp_path):
+    (tmp_path / 'toks').mkdir()
+    corpus = write(tmp_path / 'c.txt', TEXT * 20)
+    for spec in (str(tmp_path / 'toks'), 'toks'):
+        r = run_cli([f'--input={corpus}', f'--tokenizer={spec}', f'--out_dir={tmp_path / "out"}'], cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+        assert re.fullmatch(r"error: tiktoken ranks file '.*toks' is a folder; name a .tiktoken file\n", r.stderr), r.stderr
