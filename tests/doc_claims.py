@@ -386,7 +386,7 @@ def step_ms(path='results/bench_3x96_2026-11-28.txt'):
     return {c: float(cells[1]) for c, cells in bench_rows(path).items()}
 
 
-def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-28.txt'):
+def loop_vs_nanogpt(path='results/loop_vs_nanogpt_2026-11-29.txt'):
     """The last run in the committed log of results/loop_vs_nanogpt.sh: each loop's median ms per
     iteration, their ratio and its rounds."""
     runs = re.findall(r"nanoGPT: median ([\d.]+) ms/iter.*\nours: median ([\d.]+) ms/iter .*per round: ([^)]*)\)",
@@ -446,6 +446,8 @@ def results():
     loop = loop_vs_nanogpt()
     out.append(f"took **{loop['ratio']:.2f}×** nanoGPT's per iteration over {loop['rounds']} rounds "
                f"({loop['ours']:.2f} against {loop['nanoGPT']:.2f} ms")
+    out.append(f"Xeon VM: `results/loop_vs_nanogpt_2026-11-28.txt`, "
+               f"{loop_vs_nanogpt('results/loop_vs_nanogpt_2026-11-28.txt')['ratio']:.2f}×)")
     return out
 
 
@@ -981,7 +983,7 @@ def results_6_7():
     """RESULTS.md §6's and §7's phrases: the loop and bench logs' settings, the example's record."""
     sh = source('results/loop_vs_nanogpt.sh')
     flag = {k: re.search(rf'--{k}=(\S+)', sh).group(1) for k in ('block_size', 'batch_size', 'n_layer', 'n_embd')}
-    log = source('results/loop_vs_nanogpt_2026-11-28.txt')
+    log = source('results/loop_vs_nanogpt_2026-11-29.txt')
     rounds = re.search(r'## (\d+) iterations, (\d+) alternating rounds', log)
     start = re.search(r"int\(it\.rstrip\(':'\)\) >= (\d+)", sh).group(1)
     bench = source('results/bench_4x128_2026-11-28.txt')
