@@ -239,18 +239,18 @@ def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
 
 def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     results = tmp_path / 'r.jsonl'
-    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=2', '--learning_rate=2e-3',
+    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
            '--max_iters=4', '--eval_iters=1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16',
            f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     recs = stats.read_results(str(results))
-    assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gmlp', 2), ('gpt', 1), ('gpt', 2)]
+    assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gpt', 1)]
     assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
     assert '| gpt | ' in proc.stdout and 'size 1x32, max_iters=4' in proc.stdout and 'ETA' in proc.stderr
     again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
-    assert len(stats.read_results(str(results))) == 4
+    assert again.returncode == 0 and '0 runs to do (2 already in' in again.stderr
+    assert len(stats.read_results(str(results))) == 2
     # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
     scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
                '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
@@ -264,9 +264,6 @@ def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     gmlp_small = next(r for r in recs if (r['config'], r['size']) == ('gmlp', '2x64'))
     gpt_small = next(r for r in recs if (r['config'], r['size']) == ('gpt', '2x64'))
     assert abs(gmlp_small['params'] / gpt_small['params'] - 1) < 0.01  # matched at every size
-    bad = subprocess.run([sys.executable, 'sweep.py', '--configs=gtp'], cwd=HERE,
-                         capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.count('\n') == 1 and 'unknown config' in bad.stderr and 'gpt' in bad.stderr
 
 
 # -----------------------------------------------------------------------------

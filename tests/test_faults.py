@@ -762,6 +762,36 @@ def test_a_checkpoint_from_a_newer_format_or_not_ours_is_one_line(data_dir, tmp_
         sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2', '--start=\udcff\udcfe'])
 
 
+def as_script(script, args, cwd, process=False):
+    """(exit code, stdout, stderr) of `python SCRIPT ARGS` run in `cwd`. Every script's __main__ is
+    run_main(main): unless `process`, it runs here as it would there (a read that would never end, of a
+    pipe or /dev/zero, stopped after a minute), saving a start of Python and torch."""
+    if process:
+        proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return proc.returncode, proc.stdout, proc.stderr
+    import contextlib
+    import importlib
+    import io
+
+    def never_ends(*_):
+        raise TimeoutError(f"{script} {' '.join(args)} still running after 60 s")
+    out, err, before = io.StringIO(), io.StringIO(), (os.getcwd(), sys.argv, signal.getsignal(signal.SIGALRM))
+    os.chdir(cwd)
+    sys.argv = [os.path.join(HERE, script), *args]
+    signal.signal(signal.SIGALRM, never_ends)
+    signal.alarm(60)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            configurator.run_main(importlib.import_module(script[:-3]).main)
+    finally:
+        signal.alarm(0)
+        os.chdir(before[0])
+        sys.argv = before[1]
+        signal.signal(signal.SIGALRM, before[2])
+    return e.value.code, out.getvalue(), err.getvalue()
+
+
 @pytest.mark.parametrize('args,expect', [
     (['--max_flops=inf'], 'max_flops must be a finite number'), (['--max_flops=nan'], 'max_flops must be a finite'),
     (['--learning_rate=nan'], 'learning_rate must be a positive number'), (['--seed=18446744073709551616'], 'seed'),
@@ -791,12 +821,11 @@ def test_bad_values_are_one_line(args, expect):
     ('probe.py', ['--head_size=48'], 'head_size=48 does not divide width 64'),
 ])
 def test_bad_input_is_one_line_and_exit_2(script, args, expect, tmp_path):
-    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == '' and proc.stderr.count('\n') == 1, proc.stderr
+    code, out, err = as_script(script, args, tmp_path, process=args == ['--sizes=3x96'])
+    assert code == 2 and out == '' and err.count('\n') == 1, err
     expect = re.sub(r'\{(\S+)\}', lambda m: re.escape(os.path.relpath(os.path.join(HERE, m.group(1)), tmp_path)),
                     expect)
-    assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
+    assert re.match(rf"error: .*{expect}", err), err
 
 
 TINY_REF = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--vocab_size=64', '--batch_size=2',
@@ -844,10 +873,9 @@ def test_a_path_a_user_names_is_a_regular_file_or_one_line(case, tmp_path):
         'bench-not-nanogpt': ('bench.py', [f'--reference={tmp_path / "other.py"}', *TINY_REF],
                               "the reference model does not build or train as nanoGPT's interface does"),
     }[case]
-    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
-    assert re.match(rf"error: .*{expect}", proc.stderr), proc.stderr
+    code, _, err = as_script(script, args, tmp_path, process=case == 'hellaswag-stdin')  # (this stdin: none)
+    assert code == 2 and err.count('\n') == 1, err
+    assert re.match(rf"error: .*{expect}", err), err
 
 
 @pytest.mark.parametrize('case', ['sweep-report-png', 'sweep-plot-png', 'sweep-results', 'probe-png',
@@ -869,10 +897,9 @@ def test_an_output_path_that_is_a_pipe_is_refused_never_replaced(case, tmp_path)
         'probe-results': ('probe.py', ['--quick', f'--results={fifo}']),
         'hellaswag-json': ('hellaswag.py', ['--out_dir=nowhere', f'--json={fifo}']),
     }[case]
-    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
-    assert re.match(r"error: --(png|results|json)[ =]'.*out.fifo' is not a regular file", proc.stderr), proc.stderr
+    code, _, err = as_script(script, args, tmp_path)
+    assert code == 2 and err.count('\n') == 1, err
+    assert re.match(r"error: --(png|results|json)[ =]'.*out.fifo' is not a regular file", err), err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
