@@ -1,9 +1,50 @@
-"""Fixtures the test files share."""
+"""Fixtures and helpers the test files share."""
+import contextlib
+import importlib
+import io
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
+import configurator
 from configurator import atomic_write
 from dataset import shard_header
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def as_script(script, args, cwd, process=False):
+    """(exit code, stdout, stderr) of `python SCRIPT ARGS` run in `cwd`. Every script's __main__ is
+    run_main(main): unless `process`, it runs here as it would there (a read that would never end, of a
+    pipe or /dev/zero, stopped after a minute), saving a start of Python and torch."""
+    if process:
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def never_ends(*_):
+        raise TimeoutError(f"{script} {' '.join(args)} still running after 60 s")
+    out, err, before = io.StringIO(), io.StringIO(), (os.getcwd(), sys.argv, signal.getsignal(signal.SIGALRM))
+    os.chdir(cwd)
+    sys.argv = [os.path.join(ROOT, script), *args]
+    signal.signal(signal.SIGALRM, never_ends)
+    signal.alarm(60)
+    code = 0  # (main returned)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            configurator.run_main(importlib.import_module(script[:-3]).main)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        signal.alarm(0)
+        os.chdir(before[0])
+        sys.argv = before[1]
+        signal.signal(signal.SIGALRM, before[2])
+    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope='module')

@@ -238,32 +238,26 @@ def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
 
 
 def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
-    results = tmp_path / 'r.jsonl'
-    cmd = [sys.executable, 'sweep.py', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
-           '--max_iters=4', '--eval_iters=1', '--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16',
-           f'--data_dir={tiny_data}', f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
-    proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    recs = stats.read_results(str(results))
-    assert sorted((r['config'], r['seed']) for r in recs) == [('gmlp', 1), ('gpt', 1)]
-    assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
-    assert '| gpt | ' in proc.stdout and 'size 1x32, max_iters=4' in proc.stdout and 'ETA' in proc.stderr
-    again = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and '0 runs to do (2 already in' in again.stderr
-    assert len(stats.read_results(str(results))) == 2
-    # the scaling mode at two tiny sizes: one line per size and config, with multipliers against gpt
+    """--scaling --quick at two tiny sizes: a record per size and config, a line per size and config with
+    multipliers against gpt, matched parameters at every size; a rerun trains nothing."""
+    results = tmp_path / 's.jsonl'
     scaling = [sys.executable, 'sweep.py', '--scaling', '--quick', '--configs=gpt,gmlp', '--seeds=1', '--learning_rate=2e-3',
                '--max_iters=4', '--eval_iters=1', '--block_size=16', f'--data_dir={tiny_data}',
-               f'--results={tmp_path / "s.jsonl"}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
+               f'--results={results}', f'--out_prefix={tmp_path / "runs"}', '--device=cpu']
     proc = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    recs = stats.read_results(str(tmp_path / 's.jsonl'))
+    recs = stats.read_results(str(results))
     assert sorted((r['config'], r['size']) for r in recs) == [('gmlp', '1x32'), ('gmlp', '2x64'),
                                                               ('gpt', '1x32'), ('gpt', '2x64')]
+    assert all(r['iters'] == 4 and r['lr'] == 2e-3 and r['params'] > 0 and r['flops'] > 0 for r in recs)
+    assert '| gpt | ' in proc.stdout and 'ETA' in proc.stderr
     assert '### scaling' in proc.stdout and 'compute multiplier vs gpt' in proc.stdout
     gmlp_small = next(r for r in recs if (r['config'], r['size']) == ('gmlp', '2x64'))
     gpt_small = next(r for r in recs if (r['config'], r['size']) == ('gpt', '2x64'))
     assert abs(gmlp_small['params'] / gpt_small['params'] - 1) < 0.01  # matched at every size
+    again = subprocess.run(scaling, cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and '0 runs to do (4 already in' in again.stderr
+    assert len(stats.read_results(str(results))) == 4
 
 
 # -----------------------------------------------------------------------------
@@ -395,7 +389,7 @@ def test_the_mfu_levers_script_rehearses_every_variant_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(l) for l in (out / 'mfu.jsonl').read_text().splitlines()]
     names = [l['name'] for l in lines]
-    assert names == ['baseline', 'chunked_ce=4', 'micro_batch=8', 'sdpa=efficient', 'block=gpt', 'block=gmlp']
+    assert names == ['baseline', 'chunked_ce=4', 'micro_batch=8', 'sdpa=efficient', 'block=gmlp']
     measured = {l['name']: l for l in lines if 'error' not in l}
     assert set(names) - set(measured) <= {'sdpa=efficient'}, [l for l in lines if 'error' in l]
     assert all(l['ms_per_iter'] > 0 and l['tokens_per_s'] > 0 for l in measured.values())

@@ -4,12 +4,12 @@ import dataclasses
 import glob
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 import configurator as C
+from conftest import as_script
 import stats
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
@@ -119,11 +119,10 @@ def test_the_scripts_are_the_ones_a_user_runs():
 
 @pytest.mark.parametrize('script', SCRIPTS)
 def test_every_script_help_explains_every_key(script):
-    r = subprocess.run([sys.executable, os.path.join(HERE, script), '--help'], capture_output=True,
-                       text=True, timeout=120, cwd=HERE)
-    assert r.returncode == 0, r.stderr
-    assert 'usage: python ' + script in r.stdout
-    keys = [line for line in r.stdout.splitlines() if line.startswith('  --')]
+    code, out, err = as_script(script, ['--help'], HERE, process=script == 'train.py')  # (one a process)
+    assert code == 0, err
+    assert 'usage: python ' + script in out
+    keys = [line for line in out.splitlines() if line.startswith('  --')]
     import importlib  # every key of the settings the script parses is listed (its *Config dataclass)
     module = importlib.import_module(script[:-3])
     config = next(v for k, v in vars(module).items() if k.endswith('Config') and dataclasses.is_dataclass(v)

@@ -21,6 +21,7 @@ import configurator
 import prepare
 import sample
 from configurator import UsageError, parse_config
+from conftest import as_script
 from test_train import HERE, TINY, data_dir, run, torchrun, write_corpus  # noqa: F401 (data_dir: the fixture)
 import guards
 import train
@@ -760,36 +761,6 @@ def test_a_checkpoint_from_a_newer_format_or_not_ours_is_one_line(data_dir, tmp_
     torch.save(good, out / 'ckpt.pt')
     with pytest.raises(UsageError, match=r"^--start holds bytes that are not UTF-8 text; pass UTF-8, or --start=FILE:path$"):
         sample.main([f'--out_dir={out}', '--device=cpu', '--max_new_tokens=2', '--start=\udcff\udcfe'])
-
-
-def as_script(script, args, cwd, process=False):
-    """(exit code, stdout, stderr) of `python SCRIPT ARGS` run in `cwd`. Every script's __main__ is
-    run_main(main): unless `process`, it runs here as it would there (a read that would never end, of a
-    pipe or /dev/zero, stopped after a minute), saving a start of Python and torch."""
-    if process:
-        proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args], cwd=cwd, capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
-        return proc.returncode, proc.stdout, proc.stderr
-    import contextlib
-    import importlib
-    import io
-
-    def never_ends(*_):
-        raise TimeoutError(f"{script} {' '.join(args)} still running after 60 s")
-    out, err, before = io.StringIO(), io.StringIO(), (os.getcwd(), sys.argv, signal.getsignal(signal.SIGALRM))
-    os.chdir(cwd)
-    sys.argv = [os.path.join(HERE, script), *args]
-    signal.signal(signal.SIGALRM, never_ends)
-    signal.alarm(60)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
-            configurator.run_main(importlib.import_module(script[:-3]).main)
-    finally:
-        signal.alarm(0)
-        os.chdir(before[0])
-        sys.argv = before[1]
-        signal.signal(signal.SIGALRM, before[2])
-    return e.value.code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize('args,expect', [

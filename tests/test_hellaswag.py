@@ -15,6 +15,7 @@ import pytest
 import prepare
 import train
 import dataset
+from conftest import as_script
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 SENTENCES = ["the cat sat on the mat.", "a dog ran to the log.", "the sky is blue today.", "my hen is red."]
@@ -84,12 +85,11 @@ def test_the_command_line_writes_its_result_and_refuses_bad_input_in_one_line(tr
                          # a mistyped run is said before any download: the nearest runs, not the network
                          ([f'--out_dir={trained}x', '--url=http://127.0.0.1:9/hellaswag_val.jsonl'],
                           f"no checkpoint at '{trained}x/ckpt.pt'; ")]:
-        r = subprocess.run([sys.executable, os.path.join(HERE, 'hellaswag.py'), f'--out_dir={trained}', *args],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        said = r.stderr.splitlines()  # (a download says so on a line of its own first)
-        assert r.returncode == 2 and said[-1].startswith('error:') and expect in said[-1], r.stderr
-        assert len(said) == 1 or (len(said) == 2 and said[0].startswith('downloading')), r.stderr
-        assert len(said) == 1 or 'no checkpoint' not in expect, r.stderr  # no download tried first
+        code, _, err = as_script('hellaswag.py', [f'--out_dir={trained}', *args], tmp_path)
+        said = err.splitlines()  # (a download says so on a line of its own first)
+        assert code == 2 and said[-1].startswith('error:') and expect in said[-1], err
+        assert len(said) == 1 or (len(said) == 2 and said[0].startswith('downloading')), err
+        assert len(said) == 1 or 'no checkpoint' not in expect, err  # no download tried first
 
 
 def test_the_items_are_downloaded_once(trained, tmp_path):

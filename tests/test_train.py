@@ -21,7 +21,7 @@ import torch
 
 import train
 from configurator import UsageError, parse_config
-from conftest import write_shard
+from conftest import as_script, write_shard
 from model import GPT, GPTConfig, count_params
 import guards
 import prepare
@@ -363,10 +363,9 @@ def test_a_shipped_config_runs_under_torchrun_with_more_processes_than_its_accum
     ('llama', 'did you mean configs/llama.py?'),  # a bare config name, as sweep.py takes them
     ('configs/gpt.py --max_iters=10k', 'not a valid int (the value in effect is 500)')])  # the config's value
 def test_bad_flag_is_one_line(flag, expect):
-    proc = cli(*flag.split())
-    assert proc.returncode != 0
-    assert 'Traceback' not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and expect in proc.stderr
+    code, _, err = as_script('train.py', flag.split(), HERE)
+    assert code == 2 and 'Traceback' not in err
+    assert len(err.strip().splitlines()) == 1 and expect in err
 
 
 @pytest.mark.parametrize('flags,expect', [
