@@ -21,7 +21,7 @@ import torch
 from configurator import (HERE, UsageError, config_not_found, json_object, nearest,
                           read_jsonl, read_log as read_log_rows, regular_file, write_error)
 from dataset import describe_data
-from guards import resolve_device
+from guards import peek, resolve_device
 from model import GPTConfig, count_flops, count_params
 from train import TrainConfig
 
@@ -580,10 +580,16 @@ def run_summary(run_dir):
     last = rows[-1] if rows else {}
     config = read_config(run_dir) if os.path.isfile(os.path.join(run_dir, 'config.json')) else None
     params = count_params(model_config(config)) if config else None  # rebuilt from its config
-    return dict(run=os.path.basename(os.path.normpath(run_dir)),
+    saved = peek(run_dir)  # how far it got: its checkpoint says (a log row comes every log_interval)
+    name = os.path.basename(os.path.abspath(run_dir))
+    if name == 'prev':  # the run before the one in its parent folder: named by both
+        name = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(run_dir))), name)
+    return dict(run=name,
                 final_val=evals[-1]['val_loss'] if evals else None,
                 best_val=min(r['val_loss'] for r in evals) if evals else None,
-                iters=last.get('iter'), tokens=last.get('tokens'), flops=last.get('flops'),
+                iters=saved['iter_num'] if saved else last.get('iter'),
+                tokens=saved['tokens_seen'] if saved and saved['tokens_seen'] else last.get('tokens'),
+                flops=last.get('flops'),
                 seconds=last.get('train_s', last.get('elapsed_s')),
                 ms_per_iter=(1000 * last['train_s'] / last['iter'])
                 if last.get('train_s') and last.get('iter') else None, params=params)

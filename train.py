@@ -27,6 +27,8 @@ import json
 import logging
 import math
 import random
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 
@@ -612,9 +614,11 @@ def train(cfg, ckpt, switch, procs, meta, shards):
                 log.close()
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
         if procs.master:
+            again = [sys.argv[0], *(a for a in sys.argv[1:] if not a.startswith('--init_from=')), '--init_from=resume']
             print(f"stopped by {signal.Signals(signals.exit_code() - 128).name} "
-                  + (f"at iter {state.iter_num}; resume with --init_from=resume" if state.iter_num
-                     else "before any training: nothing saved"))
+                  + (f"at iter {state.iter_num}; resume with: "
+                     + ('python ' if procs.world == 1 else 'torchrun <its options> ') + shlex.join(again)
+                     if state.iter_num else "before any training: nothing saved"))
         raise SystemExit(signals.exit_code())
     return ended(cfg, procs, state, stop, scores, flops_per_token, raw_model)
 

@@ -27,6 +27,7 @@ import stats  # noqa: E402
 SHAPES = 'results/shapes_stdlib.jsonl,results/h200/shapes_site.jsonl'
 # a claim whose condition the records no longer meet: a phrase no document holds, so it fails
 CHANGED = '(the records no longer support this sentence)'
+CI = ('results/ci_2026-11-28.txt', '2026-11-28')  # the CI log the docs quote, and its date
 
 
 def source(path):
@@ -265,12 +266,12 @@ def claims():
     loop = loop_vs_nanogpt()
     readme.append(f"our `train.py` takes {loop['ratio']:.2f}× nanoGPT's per iteration on 2 CPU cores at "
                   f"4×128 (the median over the iterations of {loop['rounds']} alternating rounds")
-    ci = {k: re.search(rf'ci: {k} (\d+)s', source('results/ci_2026-11-28.txt')).group(1)
+    ci = {k: re.search(rf'ci: {k} (\d+)s', source(CI[0])).group(1)
           for k in ('ok in', 'set up in', 'tests done at', 'the quick start took', r'sweep.py --quick took')}
-    readme += [f"`.ci/run` took {ci['ok in']} s on a fresh clone, 2 cores, 2026-11-28 (set-up, tests, quick "
-               "start: `results/ci_2026-11-28.txt`)",
+    readme += [f"`.ci/run` took {ci['ok in']} s on a fresh clone, 2 cores, {CI[1]} (set-up, tests, quick "
+               f"start: `{CI[0]}`)",
                f"{ci['the quick start took']} s end to end on an idle 2-core CPU, packages installed (CI's "
-               "fresh clone, 2026-11-28: `results/ci_2026-11-28.txt`)",
+               f"fresh clone, {CI[1]}: `{CI[0]}`)",
                f"the same table and plot, {ci[r'sweep.py --quick took']} s in a CI run's fresh clone"]
     busy = {int(t): [] for t in ('1', '2')}
     for t, ms in re.findall(r'threads (\d), round \d, load at start [\d.]+: median ([\d.]+) ms/iter',
@@ -310,7 +311,7 @@ def readme_setup():
     tol = report.MATCH_TOLERANCE
     quick = source('configs/quick.py')
     mb = pydoc_mb()
-    ci_loss = re.search(r"quick start's val loss ([\d.]+) is README's", source('results/ci_2026-11-28.txt')).group(1)
+    ci_loss = re.search(r"quick start's val loss ([\d.]+) is README's", source(CI[0])).group(1)
     words = {1: 'one', 2: 'two', 3: 'three'}
     top, early, late = tpps('3x96')[-1], min(tpps(s)[0] for s in ('3x96', '4x128', '5x288')), \
         [tpps(s)[-1] for s in ('3x96', '4x128', '5x288')]
@@ -1239,7 +1240,7 @@ def guide_claims():
     out.append(f"its {log['wall']:.1f} s of wall time, {log['cpu']:.1f} s of CPU time, is no speed figure). Text is "
                f"streamed in ~{prepare.PIECE_BYTES / 2 ** 20:.0f} MB pieces")
     # §6
-    ci = re.search(r'ci: sweep.py --quick took (\d+)s', source('results/ci_2026-11-28.txt')).group(1)
+    ci = re.search(r'ci: sweep.py --quick took (\d+)s', source(CI[0])).group(1)
     out.append(f"# the machinery: {ci} s in CI's fresh clone")
     warm = int(re.search(r'warmup_iters > iters // (\d+)', source('sweep.py')).group(1))
     grid = float(re.search(r"--min_lr=\{lr / (\d+)\}", source('sweep.py')).group(1))

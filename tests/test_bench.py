@@ -13,6 +13,7 @@ import pytest
 import bench
 import sweep
 import configurator
+from conftest import as_script
 import report
 import stats
 import train
@@ -46,11 +47,10 @@ def test_speed_mode_json_and_table():
 
 
 def test_bad_arguments_are_one_line():
-    proc = subprocess.run([sys.executable, 'bench.py', 'configs/nope.py'], cwd=HERE,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: config file 'configs/nope.py' not found")
-    proc = subprocess.run([sys.executable, 'sweep.py', '--plot'], cwd=HERE, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.startswith('error: --plot needs run directories')
+    code, _, err = as_script('bench.py', ['configs/nope.py'], HERE)
+    assert code == 2 and err.startswith("error: config file 'configs/nope.py' not found")
+    code, _, err = as_script('sweep.py', ['--plot'], HERE)
+    assert code == 2 and err.startswith('error: --plot needs run directories')
 
 
 def fake_run(folder, losses, ms_per_iter):
@@ -274,19 +274,17 @@ def test_sweeps_that_differ_in_any_setting_use_other_run_directories(tmp_path):
 
 
 def test_results_files_are_checked_before_training_and_readers_refuse_other_kinds(tmp_path):
-    def cli(script, *args):
-        return subprocess.run([sys.executable, script, *args], cwd=HERE, capture_output=True, text=True, timeout=120)
-    r = cli('sweep.py', '--configs=gpt', f'--results={tmp_path}', '--max_iters=1')  # a folder
-    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'a folder' in r.stderr and 'ETA' not in r.stderr
+    code, _, err = as_script('sweep.py', ['--configs=gpt', f'--results={tmp_path}', '--max_iters=1'], HERE)  # a folder
+    assert code == 2 and err.count('\n') == 1 and 'a folder' in err and 'ETA' not in err
     probe_file = tmp_path / 'probe.jsonl'
     probe_file.write_text(json.dumps({'kind': 'probe', 'key': {}, 'config': 'gpt', 'width': 64, 'T': 64, 'N': 4,
                                       'lr': 1e-3, 'acc': 0.5, 'steps_run': 10}) + '\n')
-    r = cli('sweep.py', '--report', f'--results={probe_file}')
-    assert r.returncode == 2 and "line 1 is not a sweep results record (a probe record)" in r.stderr, r.stderr
+    code, _, err = as_script('sweep.py', ['--report', f'--results={probe_file}'], HERE)
+    assert code == 2 and "line 1 is not a sweep results record (a probe record)" in err, err
     sweep_file = tmp_path / 'sweep.jsonl'
     stats.append_record(str(sweep_file), fake_record('gpt', 1, 1e-3, 1.5))
-    r = cli('probe.py', '--replot', f'--results={sweep_file}')
-    assert r.returncode == 2 and "line 1 is not a probe results record" in r.stderr, r.stderr
+    code, _, err = as_script('probe.py', ['--replot', f'--results={sweep_file}'], HERE)
+    assert code == 2 and "line 1 is not a probe results record" in err, err
     with pytest.raises(configurator.UsageError, match=r"could not write '.*': .*; out-x is kept"):
         stats.append_record(str(tmp_path), {'x': 1}, kept='out-x')  # a results path that cannot be appended to
 
@@ -295,8 +293,8 @@ def test_plot_of_a_run_with_a_truncated_config_is_one_line(tmp_path):
     a = fake_run(tmp_path / 'a', [4.0, 3.0], ms_per_iter=20)
     with open(os.path.join(a, 'config.json'), 'w') as f:
         f.write('{"n_layer": 4, "n_emb')  # cut short
-    r = subprocess.run([sys.executable, 'sweep.py', '--plot', a], cwd=HERE, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'config.json cannot be read' in r.stderr, r.stderr
+    code, _, err = as_script('sweep.py', ['--plot', a], HERE)
+    assert code == 2 and err.count('\n') == 1 and 'config.json cannot be read' in err, err
 
 
 def test_a_curve_of_one_point_is_drawn_as_a_marker():
@@ -366,9 +364,8 @@ def test_reference_is_timed_beside_our_gpt_at_its_shape(tmp_path):
     for args, says in (([f'--reference={tmp_path / "nope.py"}'], 'not found'),
                        ([f'--reference={tmp_path / "other.py"}'], 'defines no GPTConfig or GPT'),
                        (['configs/gmlp.py', f'--reference={ref}'], 'name no configs with it')):
-        proc = subprocess.run([sys.executable, 'bench.py', *args, *TINY], cwd=HERE, capture_output=True,
-                              text=True, timeout=60)
-        assert proc.returncode == 2 and proc.stderr.count('\n') == 1 and says in proc.stderr, proc.stderr
+        code, _, err = as_script('bench.py', [*args, *TINY], HERE)
+        assert code == 2 and err.count('\n') == 1 and says in err, err
 
 
 def test_the_mfu_levers_script_rehearses_every_variant_on_the_cpu(tmp_path):

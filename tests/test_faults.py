@@ -951,7 +951,8 @@ def test_ctrl_c_under_torchrun_saves_and_resumes(data_dir, tmp_path):
     wait_for(proc, 'iter 3/')
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
-    assert re.search(r'stopped by SIGINT at iter (\d+); resume with --init_from=resume', stdout), stdout + stderr
+    assert re.search(r'stopped by SIGINT at iter (\d+); resume with: torchrun <its options> \S*train.py .* '
+                     r'--init_from=resume\n', stdout), stdout + stderr
     assert 'forcefully exiting' not in stderr, stderr
     n = guards.load_checkpoint(str(out / 'ckpt.pt'))['iter_num']
     assert n >= 3 and run(data_dir, out, '--init_from=resume', f'--max_iters={n + 1}')['iter_num'] == n + 1

@@ -16,6 +16,7 @@ import torch
 
 import probe
 from configurator import UsageError, field_docs
+from conftest import as_script
 from model import GPT, GPTConfig
 import configurator
 import report
@@ -148,10 +149,9 @@ def test_every_key_has_a_comment_for_help():
 
 
 def test_bad_config_name_lists_the_valid_ones_in_one_line_exit_2():
-    out = subprocess.run([sys.executable, 'probe.py', '--configs=gpt,nope'], cwd=HERE, capture_output=True, text=True)
-    assert out.returncode == 2
-    assert out.stderr.count('\n') == 1 and 'Traceback' not in out.stderr
-    assert "unknown config 'nope'" in out.stderr and 'gmlp' in out.stderr
+    code, _, err = as_script('probe.py', ['--configs=gpt,nope'], HERE)
+    assert code == 2 and err.count('\n') == 1 and 'Traceback' not in err
+    assert "unknown config 'nope'" in err and 'gmlp' in err
 
 
 def test_config_names_and_paths_both_work_and_default_leaves_out_quick():

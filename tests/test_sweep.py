@@ -236,10 +236,20 @@ def test_a_plot_of_a_run_with_a_hand_edited_log_is_one_line(tmp_path):
     run.mkdir()
     (run / 'log.jsonl').write_text('{"iter": 0, "loss": 3.0, "val_loss": 3.1}\n{"iter": 5, "val_loss": "2.0"}\n')
     (run / 'config.json').write_text('{"n_layer": 1}')
-    proc = subprocess.run([sys.executable, os.path.join(HERE, 'sweep.py'), '--plot', str(run)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
-    assert "the row of iter 5 has val_loss='2.0', not a number train.py writes" in proc.stderr
+    assert "the row of iter 5 has val_loss='2.0', not a number train.py writes" in refusal('--plot', str(run))
+
+
+def test_a_plotted_runs_progress_is_its_checkpoints_and_a_prev_run_is_named_with_its_folder(tmp_path):
+    """A run stopped at iter 10 whose log's last row is iter 0 (a row comes every log_interval) shows 10
+    iterations, as its checkpoint says; the run in out-b/prev/ is `out-b/prev`, not `prev`."""
+    run = tmp_path / 'out-b' / 'prev'
+    run.mkdir(parents=True)
+    (run / 'log.jsonl').write_text('{"iter": 0, "loss": 3.0, "val_loss": 3.1, "tokens": 0}\n')
+    torch.save({'iter_num': 10, 'tokens_seen': 640, 'finished': False}, run / 'ckpt.pt')
+    row = stats.run_summary(str(run))
+    assert (row['run'], row['iters'], row['tokens']) == (os.path.join('out-b', 'prev'), 10, 640)
+    (run / 'ckpt.pt').unlink()  # no checkpoint: the log's last row is all there is
+    assert stats.run_summary(str(run))['iters'] == 0
 
 
 def test_the_noise_line_says_whose_val_set_scored_the_runs():
@@ -370,8 +380,7 @@ def test_the_transfer_view_spans_shapes_that_also_change_corpus_batch_and_machin
     assert 'what it does from 1x32 (site) to each other shape' in text and 'larger shape' not in text
     group, = report.transfer_groups(report.summary_rows(small + large)).values()
     assert 'what it does from 1x32 to each larger shape' in report.transfer_tables(group)
-    r = cli('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
-    assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'read together by --report only' in r.stderr
+    assert 'read together by --report only' in refusal('--configs=gpt', f'--results={a},{b}', '--max_iters=2')
 
 
 def test_a_view_with_no_rows_prints_no_table():
@@ -644,10 +653,9 @@ def test_a_match_that_cannot_come_within_one_percent_is_an_error_saying_which_wa
 
 
 def test_a_sweep_at_a_shape_a_config_cannot_match_is_one_line(tiny_data, tmp_path):
-    r = cli('--configs=gpt,gmlp', '--n_layer=2', '--n_embd=64', '--n_head=2', '--block_size=256',
-            f'--data_dir={tiny_data}', '--max_iters=2', f'--results={tmp_path / "r.jsonl"}')
-    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
-    assert r.stderr.startswith("error: gmlp: match_params='gpt': gmlp cannot come within 1%")
+    said = refusal('--configs=gpt,gmlp', '--n_layer=2', '--n_embd=64', '--n_head=2', '--block_size=256',
+                   f'--data_dir={tiny_data}', '--max_iters=2', f'--results={tmp_path / "r.jsonl"}')
+    assert said.startswith("error: gmlp: match_params='gpt': gmlp cannot come within 1%")
     assert not (tmp_path / 'r.jsonl').exists()
 
 
@@ -701,8 +709,7 @@ def test_a_recipe_file_and_hellaswag_scores_go_into_every_record(tiny_data, tmp_
     assert recs[0]['key']['block'] == 'gmlp'
     assert all(stats.card(x) == 'cpu' for x in recs)  # the machine a record came from names its card
     assert 'HellaSwag acc_norm' in r.stdout
-    bad = cli('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
-    assert bad.returncode == 2 and "--recipe 'nope.py' not found" in bad.stderr
+    assert "--recipe 'nope.py' not found" in refusal('--configs=gpt', '--recipe=nope.py', f'--data_dir={tiny_data}')
 
 
 # -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -452,10 +453,10 @@ def test_resume_skips_a_log_line_cut_short(data_dir, tmp_path):
 
 def test_out_dir_that_cannot_be_created_is_one_line(data_dir, tmp_path):
     (tmp_path / 'f.txt').write_text('a file')
-    proc = cli(*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "f.txt"}')
-    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    code, _, err = as_script('train.py', [*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "f.txt"}'], HERE)
+    assert code == 2 and 'Traceback' not in err
     assert re.fullmatch(r"error: .*f.txt cannot be made a folder \(File exists: .*f.txt\); pass another folder\n",
-                        proc.stderr), proc.stderr
+                        err), err
 
 
 # -----------------------------------------------------------------------------
@@ -503,9 +504,10 @@ def test_max_seconds_stops(data_dir, tmp_path):
 
 
 def test_sigint_saves_a_checkpoint_then_exits(data_dir, tmp_path):
-    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}',
-                             f'--out_dir={tmp_path}', '--max_iters=1000000', '--eval_interval=1000000'],
-                            cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [os.path.join(HERE, 'train.py'), *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}',
+            '--max_iters=1000000', '--eval_interval=1000000', '--init_from=scratch']
+    proc = subprocess.Popen([sys.executable, *args], cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     log, deadline = tmp_path / 'log.jsonl', time.time() + 60
     while time.time() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= 5):
         time.sleep(0.05)
@@ -514,7 +516,9 @@ def test_sigint_saves_a_checkpoint_then_exits(data_dir, tmp_path):
     assert proc.returncode == 128 + signal.SIGINT, err
     assert 'Traceback' not in err and 'stopped by SIGINT' in out
     ckpt = guards.load_checkpoint(str(tmp_path / 'ckpt.pt'))
-    assert ckpt['iter_num'] >= 4
+    assert ckpt['iter_num'] >= 4  # the line gives the command that continues it, whole
+    assert f"stopped by SIGINT at iter {ckpt['iter_num']}; resume with: python {shlex.join(args[:-1])} " \
+           "--init_from=resume\n" in out, out
     steps, _ = read_log(tmp_path)
     assert max(steps) == ckpt['iter_num'] - 1  # the checkpoint holds every logged step
     assert 'SIGINT: stopping after this step' in err and 'Ctrl-C again to abort' in err
