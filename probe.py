@@ -4,7 +4,7 @@ Multi-query associative recall (MQAR): can a token mixer find, by content, a tok
     python probe.py --quick                           # smoke run: two mixers, one tiny cell
     python probe.py                                   # the default grid (RESULTS.md §5)
     python probe.py --views=mixer,block --pairs=4,16  # any grid: also configs, widths, seq_lens
-    python probe.py --full                            # Zoology's grid: days on CPU, hours on GPU
+    python probe.py --full                            # Zoology's grid (its first line: cells and steps)
     python probe.py --replot                          # table and PNG again from the results file
 
 Zoology (Arora et al. 2023, arXiv:2312.04927) measures the token mixer: its MQAR models have no

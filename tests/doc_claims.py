@@ -27,7 +27,7 @@ import stats  # noqa: E402
 SHAPES = 'results/shapes_stdlib.jsonl,results/h200/shapes_site.jsonl'
 # a claim whose condition the records no longer meet: a phrase no document holds, so it fails
 CHANGED = '(the records no longer support this sentence)'
-CI = ('results/ci_2026-11-28.txt', '2026-11-28')  # the CI log the docs quote, and its date
+CI = ('results/ci_2026-11-29.txt', '2026-11-29')  # the CI log the docs quote, and its date
 
 
 def source(path):

@@ -539,6 +539,15 @@ def test_advice_a_sweep_cannot_take_is_said_as_a_sweep_can(tmp_path):
                    "start: the run there goes to prev/ by train.py's rule)")
 
 
+def test_threads_set_a_cpu_runs_thread_count_and_its_key(tmp_path, monkeypatch):
+    """--threads=N gives each CPU run N threads whatever --jobs is (a grid at 3 jobs and its seeds at 1 stay
+    one setting); 0 splits the cores between the jobs; the count is in the key (a CPU run's sums follow it)."""
+    monkeypatch.setattr(sweep, 'cores', lambda: 4)
+    assert plan(tmp_path, jobs=3, threads=1).key['threads'] == plan(tmp_path, jobs=1, threads=1).key['threads'] == 1
+    assert plan(tmp_path, jobs=2).key['threads'] == 2 and plan(tmp_path, jobs=1).key['threads'] == 4
+    assert 'threads must not be negative' in refusal('--threads=-1', '--configs=gpt')
+
+
 def test_a_recipe_or_flag_that_asks_init_from_is_one_line(tmp_path):
     """A sweep starts and resumes its runs itself: init_from from a flag or a recipe is refused up front, not
     in every run with advice the sweep cannot follow."""
