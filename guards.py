@@ -171,9 +171,11 @@ def peek(folder):
     tokens_seen, finished (an older train.py's, which does not say: not), meta; None without a
     checkpoint it can read."""
     import torch
+    path = os.path.join(folder, 'ckpt.pt')
+    if not os.path.isfile(path):  # (a pipe there is no checkpoint, and would never end)
+        return None
     try:
-        ckpt = torch.load(os.path.join(folder, 'ckpt.pt'), map_location='cpu', weights_only=True,
-                          mmap=True)
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
         return {'iter_num': int(ckpt['iter_num']), 'tokens_seen': int(ckpt.get('tokens_seen', 0)),
                 'finished': ckpt.get('finished') is True, 'meta': ckpt.get('meta')}
     except Exception:  # no file, truncated, not ours

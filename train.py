@@ -457,7 +457,7 @@ def main(argv):
         # out_dir held, and what a killed run left there settled, before anything reads it
         release = hold_run(cfg.out_dir) if procs.master else (lambda: None)
         try:
-            return train(*resume_or_not(cfg, procs, meta), procs, meta, shards)
+            return train(*resume_or_not(cfg, procs, meta), procs, meta, shards, argv)
         except (RuntimeError, MemoryError) as e:  # the model or a first batch too large for memory
             raise out_of_memory(e, cfg) or e
         finally:
@@ -515,7 +515,7 @@ def build(cfg, procs, ckpt):
     return (raw_model, model, trained), optimizer, scaler, state
 
 
-def train(cfg, ckpt, switch, procs, meta, shards):
+def train(cfg, ckpt, switch, procs, meta, shards, argv):
     batches, scored = run_batches(cfg, shards)  # (a block_size the data cannot fill: said first)
     (raw_model, model, trained), optimizer, scaler, state = build(cfg, procs, ckpt)
     ctx = autocast_context(torch.device(cfg.device).type, cfg.dtype)
@@ -614,7 +614,7 @@ def train(cfg, ckpt, switch, procs, meta, shards):
                 log.close()
     if stop == 'signal':  # exit 128 + the signal's number, as a shell does
         if procs.master:
-            again = [sys.argv[0], *(a for a in sys.argv[1:] if not a.startswith('--init_from=')), '--init_from=resume']
+            again = [sys.argv[0], *(a for a in argv if not a.startswith('--init_from=')), '--init_from=resume']
             print(f"stopped by {signal.Signals(signals.exit_code() - 128).name} "
                   + (f"at iter {state.iter_num}; resume with: "
                      + ('python ' if procs.world == 1 else 'torchrun <its options> ') + shlex.join(again)

@@ -17,17 +17,22 @@ from dataset import shard_header
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class NeverEnded(BaseException):
+    pass
+
+
 def as_script(script, args, cwd, process=False):
     """(exit code, stdout, stderr) of `python SCRIPT ARGS` run in `cwd`. Every script's __main__ is
-    run_main(main): unless `process`, it runs here as it would there (a read that would never end, of a
-    pipe or /dev/zero, stopped after a minute), saving a start of Python and torch."""
+    run_main(main): unless `process`, it runs here as it would there (a blocking open or read of a pipe
+    stopped after a minute; an endless device such as /dev/zero only in a process, as its read is not
+    interrupted), saving a start of Python and torch."""
     if process:
         proc = subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd, capture_output=True,
                               text=True, timeout=120, stdin=subprocess.DEVNULL)
         return proc.returncode, proc.stdout, proc.stderr
 
-    def never_ends(*_):
-        raise TimeoutError(f"{script} {' '.join(args)} still running after 60 s")
+    def never_ends(*_):  # (not an Exception: no handler of the script's may take it for its own error)
+        raise NeverEnded(f"{script} {' '.join(args)} still running after 60 s")
     out, err, before = io.StringIO(), io.StringIO(), (os.getcwd(), sys.argv, signal.getsignal(signal.SIGALRM))
     os.chdir(cwd)
     sys.argv = [os.path.join(ROOT, script), *args]

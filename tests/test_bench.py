@@ -237,7 +237,7 @@ def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
         assert os.path.exists(tmp_path / 'scaling-max_iters-adamw-scaling.png')
 
 
-def test_quick_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
+def test_quick_scaling_sweep_runs_skips_finished_runs_and_reports(tiny_data, tmp_path):
     """--scaling --quick at two tiny sizes: a record per size and config, a line per size and config with
     multipliers against gpt, matched parameters at every size; a rerun trains nothing."""
     results = tmp_path / 's.jsonl'

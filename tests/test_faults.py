@@ -868,7 +868,7 @@ def test_an_output_path_that_is_a_pipe_is_refused_never_replaced(case, tmp_path)
         'probe-results': ('probe.py', ['--quick', f'--results={fifo}']),
         'hellaswag-json': ('hellaswag.py', ['--out_dir=nowhere', f'--json={fifo}']),
     }[case]
-    code, _, err = as_script(script, args, tmp_path)
+    code, _, err = as_script(script, args, tmp_path, process=case == 'sweep-results')
     assert code == 2 and err.count('\n') == 1, err
     assert re.match(r"error: --(png|results|json)[ =]'.*out.fifo' is not a regular file", err), err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)

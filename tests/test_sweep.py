@@ -629,8 +629,8 @@ def test_wsd_branches_equal_straight_runs_and_share_one_constant_lr_run(tiny_dat
     assert [r['branched_from'].split(' at iter ')[1] for r in recs] == ['8', '16']  # a fifth: cooldown
     trunks = list((tmp_path / 'runs').glob('*-wsd-trunk-*'))
     assert len(trunks) == 1
-    for rec in recs[:1]:  # the straight run a record's command names gives the same loss, bit for bit: the
-        # shorter budget's (its cooldown branched at 8 while the trunk went on to 16)
+    for rec in recs[-1:]:  # the straight run a record's command names gives the same loss, bit for bit: the
+        # longer budget's (its trunk stopped at 8 for the first branch, resumed to 16, then its cooldown)
         cmd = [a for a in rec['command'].split() if not a.startswith('--out_dir=')]
         out = tmp_path / f"straight{rec['iters']}"
         p = subprocess.run([sys.executable, *cmd, f'--out_dir={out}'], cwd=HERE, capture_output=True, text=True,
@@ -770,7 +770,7 @@ def test_special_files_are_refused_in_one_line_not_read(tmp_path, tiny_data):
     fifo = tmp_path / 'pipe'
     os.mkfifo(fifo)
     for flag in ('results', 'recipe', 'hellaswag'):
-        for path in ('/dev/zero', str(fifo)):
+        for path in ('/dev/null', str(fifo)):  # (a device: /dev/zero's read would never end, nor be stopped)
             said = refusal('--configs=gpt', f'--{flag}={path}', f'--data_dir={tiny_data}', '--report')
             assert 'is not a regular file' in said, (flag, path, said)
 
