@@ -612,15 +612,21 @@ def train(cfg, ckpt, switch, procs, meta, shards, argv):
         if log is not None:
             with contextlib.suppress(OSError):  # (a full disk: the log holds what it holds)
                 log.close()
-    if stop == 'signal':  # exit 128 + the signal's number, as a shell does
-        if procs.master:
-            again = [sys.argv[0], *(a for a in argv if not a.startswith('--init_from=')), '--init_from=resume']
-            print(f"stopped by {signal.Signals(signals.exit_code() - 128).name} "
-                  + (f"at iter {state.iter_num}; resume with: "
-                     + ('python ' if procs.world == 1 else 'torchrun <its options> ') + shlex.join(again)
-                     if state.iter_num else "before any training: nothing saved"))
-        raise SystemExit(signals.exit_code())
+    if stop == 'signal':
+        stopped(signals.exit_code(), procs, state, argv)
     return ended(cfg, procs, state, stop, scores, flops_per_token, raw_model)
+
+
+def stopped(code, procs, state, argv):
+    """A signal stopped the run: say where, and the command that resumes it; exit 128 + the signal's
+    number, as a shell does."""
+    if procs.master:
+        again = [sys.argv[0], *(a for a in argv if not a.startswith('--init_from=')), '--init_from=resume']
+        print(f"stopped by {signal.Signals(code - 128).name} "
+              + (f"at iter {state.iter_num}; resume with: "
+                 + ('python ' if procs.world == 1 else 'torchrun <its options> ') + shlex.join(again)
+                 if state.iter_num else "before any training: nothing saved"))
+    raise SystemExit(code)
 
 
 def ended(cfg, procs, state, stop, scores, flops_per_token, raw_model):  # what main() returns
