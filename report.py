@@ -409,35 +409,69 @@ def regime_tables(rs):
     return '\n'.join(out + ['', cards_line(rs)]).rstrip()
 
 
+def flops_gap_of(ref):
+    """The field of a row's paired gap to `ref` at equal training FLOPs: 'flops_gap', 'flops_gap_llama'."""
+    return 'flops_' + gap_of(ref)
+
+
+def add_flops_gaps(rs, same):
+    """Each row of rs gets its gap to each reference at equal training FLOPs (flops_gap_of, with its
+    _half, _by_seed and _text): the reference's loss read at the row's FLOPs from the reference's
+    rows x with same(x, row) (at_flops: never beyond its budgets), paired by seed."""
+    for ref in references(rs):
+        y = flops_gap_of(ref)
+        for r in rs:
+            theirs = [x for x in rs if x['label'] == ref and same(x, r)]
+            at = (at_flops(theirs, r['flops']) if r['label'] != ref else None) or {}
+            by_seed = {x['seed']: x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at}
+            if by_seed:
+                gap, half, n = interval(list(by_seed.values()))
+                r.update({y: gap, f'{y}_half': half, f'{y}_by_seed': by_seed,
+                          f'{y}_text': gap_text(gap, half, n)})
+    return rs
+
+
+def shape_of(r):
+    return r['shape']
+
+
+def flops_ratios(rs, ref, shape=lambda r: None):
+    """{(label, shape(row)): the mean over budgets of its training FLOPs against ref's there}."""
+    cell = {(r['label'], shape(r), r['budget_value']): r for r in rs}
+    ratio = {}
+    for (n, s, v), r in cell.items():
+        if (ref, s, v) in cell:
+            ratio.setdefault((n, s), []).append(r['flops'] / cell[ref, s, v]['flops'])
+    return {k: f"{sum(x) / len(x):.2f}x" for k, x in ratio.items()}
+
+
+def flops_text(ref):
+    return lambda r: r.get(f'{flops_gap_of(ref)}_text', '–')
+
+
 def flops_tables(rs):
     """Markdown, a table per reference: each config's gap to it at equal training FLOPs (at each of
-    the config's budgets, the reference's loss read at the config's FLOPs there: at_flops), paired
-    by seed, ± 95% t interval; beside it the config's training FLOPs per token against the
+    the config's budgets, the reference's loss read at the config's FLOPs there: add_flops_gaps),
+    paired by seed, ± 95% t interval; beside it the config's training FLOPs per token against the
     reference's (a step's time is bench.py's: records of runs that shared a machine do not tell)."""
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
     out = []
     for ref in references(rs) if all(r['flops'] > 0 for r in rs) else ():
-        theirs = [r for r in rs if r['label'] == ref]
-
-        def gap(r):  # config r's gap to ref's loss read at r's FLOPs
-            at = at_flops(theirs, r['flops']) or {}
-            diffs = [x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at]
-            return gap_text(*interval(diffs)) if diffs else '–'
-
-        ratio = {n: [cell[n, v]['flops'] / cell[ref, v]['flops'] for v in budgets
-                     if (n, v) in cell and (ref, v) in cell] for n in config_of}
-        lines = [([n, f"{sum(ratio[n]) / len(ratio[n]):.2f}x" if ratio[n] else '–'],
-                  [cell.get((n, v)) for v in budgets])
+        add_flops_gaps(rs, lambda x, r: True)
+        ratio = flops_ratios(rs, ref)
+        lines = [([n, ratio.get((n, None), '–')], [cell.get((n, v)) for v in budgets])
                  for n in by_config(config_of) if config_of[n] != ref]
         out += ['', f"Gap to {ref} ({unit(rs)}) at equal training FLOPs: {ref}'s loss read at the "
                     f"config's FLOPs at each budget, linear in log FLOPs between {ref}'s budgets "
                     "(– outside them), paired by seed, ± 95% t interval; FLOPs: per token, against "
                     f"{ref}'s", '',
                 view_table(lines, ['config', f'FLOPs vs {ref}'],
-                           [f"{per_param(tpp[v])} ({v:g})" for v in budgets], gap)] if lines else []
+                           [f"{per_param(tpp[v])} ({v:g})" for v in budgets], flops_text(ref))] \
+            if lines else []
     return '\n'.join(out).strip()
+
 
 def plot_regime(rs, png, title):
     """Each config's gap to each reference (a panel each; with neither, val loss) against tokens
@@ -646,7 +680,8 @@ def matched_budgets(rs):
 
 def transfer_tables(rs):
     """Markdown, a table per reference: each config's gap at each shape at matching tokens per
-    parameter, and what it does from the smallest shape to each larger one (change_marks)."""
+    parameter, and what it does from the smallest shape to each larger one (change_marks); then the
+    same at equal training FLOPs (add_flops_gaps, at each shape its own)."""
     points, sizes = matched_budgets(rs)
     cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
@@ -654,15 +689,22 @@ def transfer_tables(rs):
              for n in by_config(config_of) for t, at in points]
     out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
     other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
-    for ref in references(rs):
-        y = gap_of(ref)
-        mine = [(lead, got) for lead, got in lines
+    flops = all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs, lambda x, r: shape_of(x) == shape_of(r))
+    for ref, at_flops_too in [(ref, False) for ref in references(rs)] + [
+            (ref, True) for ref in references(rs) if flops]:  # equal tokens, then equal FLOPs
+        y, ratio = flops_gap_of(ref) if at_flops_too else gap_of(ref), flops_ratios(rs, ref, shape_of)
+        mine = [([*lead, ' / '.join(ratio.get((lead[0], s), '–') for s in sizes)] if at_flops_too
+                 else lead, got) for lead, got in lines
                 if config_of[lead[0]] != ref and sum(1 for r in got if r and y in r) >= 2]
+        how = (f"at equal training FLOPs at each shape, at matching tokens per parameter ({ref}'s "
+               f"loss read at the config's FLOPs, linear in log FLOPs between {ref}'s budgets at "
+               f"that shape, – outside them; FLOPs: per token, against {ref}'s, at each shape; "
+               if at_flops_too else "at each shape at matching tokens per parameter (")
         if mine:
-            out += ['', f"Gap to {ref} ({unit(rs)}) at each shape at matching tokens per "
-                        f"parameter (paired by seed, ± 95% t interval), and what it does from "
-                        f"{sizes[0]} to each {other} shape", '',
-                    view_table(mine, ['config', 'tokens/param'], sizes, lambda r: vs(r, ref), y)]
+            out += ['', f"Gap to {ref} ({unit(rs)}) {how}paired by seed, ± 95% t interval), and what "
+                        f"it does from {sizes[0]} to each {other} shape", '',
+                    view_table(mine, ['config', 'tokens/param'] + [f'FLOPs vs {ref}'] * at_flops_too,
+                               sizes, flops_text(ref) if at_flops_too else lambda r: vs(r, ref), y)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '

@@ -75,13 +75,24 @@ def gap(config, ref, size, tpp, schedule='wsd', paths=SHAPES):
     return r[y], r[f'{y}_half'], r[f'{y}_n']
 
 
-def flops_gap(config, ref, size, tpp):
-    """(mean, half-width or None, n) of config - ref at equal training FLOPs (the report's
-    equal-FLOPs table): config at that budget, ref's loss read at config's FLOPs there."""
+def flops_cell(config, ref, size, tpp):
+    """config - ref at equal training FLOPs (the report's equal-FLOPs tables), as a row holds a gap
+    for report.change_marks ('g', 'g_half', 'g_by_seed'; and 'n'): config at that budget, ref's loss
+    read at config's FLOPs there; None outside ref's budgets."""
     r = row(config, size, tpp)
     at = stats.at_flops([x for x in rows() if x['size'] == size and x['schedule'] == 'wsd'
                           and x['config'] == ref], r['flops'])
-    return stats.interval([x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at])
+    if at is None:  # (outside ref's budgets)
+        return None
+    by_seed = {x['seed']: x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at}
+    mean, half, n = stats.interval(list(by_seed.values()))
+    return {'g': mean, 'g_half': half, 'g_by_seed': by_seed, 'n': n}
+
+
+def flops_gap(config, ref, size, tpp):
+    """(mean, half-width or None, n) of flops_cell."""
+    c = flops_cell(config, ref, size, tpp)
+    return c['g'], c['g_half'], c['n']
 
 
 def flops_ratio(config, ref, size):
@@ -328,6 +339,8 @@ def readme_setup():
     assert swi == tpps('3x96')[:len(swi)], swi
     mark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if report.change_marks(
         [row('gmlp', '3x96', a), row('gmlp', '5x288', b)], report.gap_of('gpt'))[0].startswith('flips (unresolved)')]
+    fmark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if report.change_marks(
+        [flops_cell('gmlp', 'gpt', '3x96', a), flops_cell('gmlp', 'gpt', '5x288', b)], 'g')[0].startswith('flips (unresolved)')]
     g_best = [grid('gmlp', '3x96', t) for t in tpps('3x96')]
     settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
     ez = grid('primer_ez', '3x96', top)
@@ -362,6 +375,8 @@ def readme_setup():
             f"At 3×96 ({g_best[-1][1]} seeds at lr {g_best[-1][0]}, the best of {', '.join(g_best[-1][2][:-1])} and "
             f"{g_best[-1][2][-1]} from {tpps('3x96')[settled]:g} tokens per parameter on)",
             f"marks the gap at {' and '.join(f'{t:g}' for t in mark)} `flips (unresolved)`",
+            f"at equal FLOPs too, the transfer view marks it at {' and '.join(f'{t:g}' for t in fmark)} "
+            "`flips (unresolved)`",
             "it trails at 5 and 10 tokens per parameter at equal FLOPs too (one seed)" if all(
                 flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
             f"(3×96, {top:g} tokens per parameter, gpt and llama each at its own best lr under each schedule, "

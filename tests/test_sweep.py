@@ -342,6 +342,29 @@ def test_the_transfer_view_marks_gaps_that_flip_halve_or_double_between_shapes()
     # d: (-0.1, +0.05, -0.1) spans 0 at the small shape (-0.05, sd 0.0866, ± 4.303 x 0.05 = 0.2151), then
     # -0.2 with no spread: doubles, unresolved; Welch's df is 2 here, its half-width the small side's
     assert line['d', '20.0'].endswith('| doubles (unresolved); Δ -0.1500 ± 0.2151 |')
+def test_the_transfer_view_at_equal_flops_reads_each_shape_against_its_own_reference():
+    """At equal training FLOPs each shape's gap is read against the reference's runs at that shape
+    (its loss at the config's FLOPs, never beyond its budgets), marked from shape to shape like the
+    equal-tokens gap, with the config's FLOPs per token against the reference's at each shape: a block
+    cheaper than gpt at one shape and dearer at the other turns a held gap into a flip."""
+    gpt = {'1x32': (3.0, 2.5, 2.0), '2x64': (2.8, 2.3, 1.8)}
+    x = {'1x32': (2.9, 2.6, 2.3), '2x64': (2.6, 2.45, 2.0)}
+    per_token = {'1x32': 2.0, '2x64': 8.0}  # x's FLOPs per budget unit; gpt's is 4.0 at both
+    recs = [{**record(name, seed, losses[size][i] + 0.1 * (seed - 1), budget=budget, size=size),
+             'flops': (4.0 if name == 'gpt' else per_token[size]) * budget}
+            for name, losses in (('gpt', gpt), ('x', x)) for size in gpt
+            for i, budget in enumerate((100, 200, 400)) for seed in (1, 2, 3)]
+    group, = report.transfer_groups(report.summary_rows(recs)).values()
+    tokens, flops = report.transfer_tables(group).split('at equal training FLOPs')[:2]
+    # equal tokens at 20 tokens per parameter: +0.10 (2.6 - 2.5), then +0.15 (2.45 - 2.3)
+    assert '| x | 20.0 | +0.1000 ± 0.0000 (n=3) | +0.1500 ± 0.0000 (n=3) | holds; Δ +0.0500 ± 0.0000 |' in tokens
+    # equal FLOPs: at 1x32 x's budget 200 spends gpt's budget 100 (2.6 - 3.0); at 2x64, gpt's 400 (2.45 - 1.8)
+    assert ('| x | 20.0 | 0.50x / 2.00x | -0.4000 ± 0.0000 (n=3) | +0.6500 ± 0.0000 (n=3) | flips; '
+            'Δ +1.0500 ± 0.0000 |') in flops
+    # 10 (1x32: fewer FLOPs than gpt's smallest run) and 40 (2x64: more than its largest) have one shape
+    assert '| x | 10.0 |' not in flops and '| x | 40.0 |' not in flops
+
+
 def shape_records(size, data, budget, losses, **settings):
     """A shape's records (seeds 1..3 of each config at one budget), its corpus named by `data`."""
     return [{**record(name, seed, v, budget=budget, size=size, **{**settings, 'data': data}), 'data_dir': data}
