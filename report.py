@@ -410,7 +410,7 @@ def regime_tables(rs):
 
 
 def flops_gap_of(ref):
-    """The field of a row's paired gap to `ref` at equal training FLOPs: 'flops_gap', 'flops_gap_llama'."""
+    """The field of a row's gap to `ref` at equal training FLOPs: 'flops_gap', 'flops_gap_llama'."""
     return 'flops_' + gap_of(ref)
 
 
@@ -423,7 +423,8 @@ def add_flops_gaps(rs, same):
         for r in rs:
             theirs = [x for x in rs if x['label'] == ref and same(x, r)]
             at = (at_flops(theirs, r['flops']) if r['label'] != ref else None) or {}
-            by_seed = {x['seed']: x['val_loss'] - at[x['seed']] for x in r['runs'] if x['seed'] in at}
+            by_seed = {x['seed']: x['val_loss'] - at[x['seed']]
+                       for x in r['runs'] if x['seed'] in at}
             if by_seed:
                 gap, half, n = interval(list(by_seed.values()))
                 r.update({y: gap, f'{y}_half': half, f'{y}_by_seed': by_seed,
@@ -457,9 +458,8 @@ def flops_tables(rs):
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    out = []
-    for ref in references(rs) if all(r['flops'] > 0 for r in rs) else ():
-        add_flops_gaps(rs, lambda x, r: True)
+    out, known = [], all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs, lambda x, r: True)
+    for ref in references(rs) if known else ():
         ratio = flops_ratios(rs, ref)
         lines = [([n, ratio.get((n, None), '–')], [cell.get((n, v)) for v in budgets])
                  for n in by_config(config_of) if config_of[n] != ref]
@@ -689,22 +689,25 @@ def transfer_tables(rs):
              for n in by_config(config_of) for t, at in points]
     out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
     other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
-    flops = all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs, lambda x, r: shape_of(x) == shape_of(r))
+    known = all(r['flops'] > 0 for r in rs) and add_flops_gaps(
+        rs, lambda x, r: shape_of(x) == shape_of(r))  # (each shape's reference its own)
     for ref, at_flops_too in [(ref, False) for ref in references(rs)] + [
-            (ref, True) for ref in references(rs) if flops]:  # equal tokens, then equal FLOPs
-        y, ratio = flops_gap_of(ref) if at_flops_too else gap_of(ref), flops_ratios(rs, ref, shape_of)
-        mine = [([*lead, ' / '.join(ratio.get((lead[0], s), '–') for s in sizes)] if at_flops_too
-                 else lead, got) for lead, got in lines
+            (ref, True) for ref in references(rs) if known]:  # equal tokens, then equal FLOPs
+        y = flops_gap_of(ref) if at_flops_too else gap_of(ref)
+        ratio = flops_ratios(rs, ref, shape_of)
+        first = ['config', 'tokens/param'] + [f'FLOPs vs {ref}'] * at_flops_too
+        mine = [([*lead, ' / '.join(ratio.get((lead[0], s), '–') for s in sizes)]
+                 if at_flops_too else lead, got) for lead, got in lines
                 if config_of[lead[0]] != ref and sum(1 for r in got if r and y in r) >= 2]
         how = (f"at equal training FLOPs at each shape, at matching tokens per parameter ({ref}'s "
                f"loss read at the config's FLOPs, linear in log FLOPs between {ref}'s budgets at "
                f"that shape, – outside them; FLOPs: per token, against {ref}'s, at each shape; "
                if at_flops_too else "at each shape at matching tokens per parameter (")
         if mine:
-            out += ['', f"Gap to {ref} ({unit(rs)}) {how}paired by seed, ± 95% t interval), and what "
-                        f"it does from {sizes[0]} to each {other} shape", '',
-                    view_table(mine, ['config', 'tokens/param'] + [f'FLOPs vs {ref}'] * at_flops_too,
-                               sizes, flops_text(ref) if at_flops_too else lambda r: vs(r, ref), y)]
+            out += ['', f"Gap to {ref} ({unit(rs)}) {how}paired by seed, ± 95% t interval), and "
+                        f"what it does from {sizes[0]} to each {other} shape", '',
+                    view_table(mine, first, sizes,
+                               flops_text(ref) if at_flops_too else lambda r: vs(r, ref), y)]
     words = {r['shape']: r['shape_words'] for r in rs if r['shape_words']}
     if out and words:
         out += ['', 'The shapes differ in more than size: '
