@@ -441,7 +441,7 @@ def flops_ratios(rs, ref, shape=lambda r: None):
     cell = {(r['label'], shape(r), r['budget_value']): r for r in rs}
     ratio = {}
     for (n, s, v), r in cell.items():
-        if (ref, s, v) in cell:
+        if (ref, s, v) in cell and r['flops'] > 0 and cell[ref, s, v]['flops'] > 0:
             ratio.setdefault((n, s), []).append(r['flops'] / cell[ref, s, v]['flops'])
     return {k: f"{sum(x) / len(x):.2f}x" for k, x in ratio.items()}
 
@@ -689,10 +689,9 @@ def transfer_tables(rs):
              for n in by_config(config_of) for t, at in points]
     out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
     other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
-    known = all(r['flops'] > 0 for r in rs) and add_flops_gaps(
-        rs, lambda x, r: shape_of(x) == shape_of(r))  # (each shape's reference its own)
-    for ref, at_flops_too in [(ref, False) for ref in references(rs)] + [
-            (ref, True) for ref in references(rs) if known]:  # equal tokens, then equal FLOPs
+    # at equal FLOPs each shape's reference is its own (a row of no recorded FLOPs gets no gap)
+    add_flops_gaps(rs, lambda x, r: shape_of(x) == shape_of(r))
+    for at_flops_too, ref in [(f, ref) for f in (False, True) for ref in references(rs)]:
         y = flops_gap_of(ref) if at_flops_too else gap_of(ref)
         ratio = flops_ratios(rs, ref, shape_of)
         first = ['config', 'tokens/param'] + [f'FLOPs vs {ref}'] * at_flops_too

@@ -363,6 +363,11 @@ def test_the_transfer_view_at_equal_flops_reads_each_shape_against_its_own_refer
             'Δ +1.0500 ± 0.0000 |') in flops
     # 10 (1x32: fewer FLOPs than gpt's smallest run) and 40 (2x64: more than its largest) have one shape
     assert '| x | 10.0 |' not in flops and '| x | 40.0 |' not in flops
+    # older records of one shape, no FLOPs recorded: the equal-tokens view stays, no equal-FLOPs one
+    older = [{**r, 'flops': 0} if r['size'] == '1x32' else r for r in recs]
+    group, = report.transfer_groups(report.summary_rows(older)).values()
+    text = report.transfer_tables(group)
+    assert '| x | 20.0 | +0.1000 ± 0.0000 (n=3) |' in text and 'at equal training FLOPs' not in text
 
 
 def shape_records(size, data, budget, losses, **settings):
