@@ -6,6 +6,7 @@ runs. Tiny shapes on a corpus each test writes.
 """
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -713,6 +714,33 @@ def test_a_best_lr_at_the_edge_of_its_grid_is_flagged_with_the_flag_that_extends
     rows = report.sweep_report(sweep.SweepConfig(), path, str(tmp_path / 'p.png'))
     assert rows[0]['edge'] == 'top' and not rows[0]['tuned']
     assert '| 0.004 (best of 3 on seed 1; top of grid: --extend_lr) |' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('best, added', [(8e-3, [8e-3, 1.6e-2]), (2.5e-4, [5e-4, 2.5e-4, 1.25e-4]),
+                                         (2e-3, [])])
+def test_extend_lr_goes_beyond_the_grids_edge_until_the_best_lr_is_inside(tmp_path, capsys, monkeypatch,
+                                                                         best, added):
+    """--extend_lr: while a best lr is the largest (smallest) tried, the same seeds at twice (half) it,
+    each extension said with what it runs; a best inside the grid adds nothing. The runs are faked:
+    val loss a parabola in log2 lr with its minimum at `best`."""
+    def fake_run_all(sw, plans, results_path, stopper):
+        for p in plans:
+            f = p.fields
+            loss = 2.0 + 0.01 * math.log2(f['lr'] / best) ** 2
+            stats.append_record(results_path, {**record('gpt', f['seed'], loss, lr=f['lr'],
+                                                        budget=f['budget_value']), 'key': p.key})
+        return True
+    monkeypatch.setattr(sweep, 'run_all', fake_run_all)
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), extend_lr=True)
+    grid = [sweep.plan_run(os.path.join(HERE, 'configs', 'gpt.py'), cfg, [], seed=1, lr=lr, size=None)
+            for lr in (1e-3, 2e-3, 4e-3)]
+    ok, plans = sweep.run_planned(cfg, grid, [], str(tmp_path / 'r.jsonl'), None)
+    assert ok and [p.fields['lr'] for p in plans[3:]] == pytest.approx(added)
+    said = [l for l in capsys.readouterr().err.splitlines() if l.startswith('extending the lr grid')]
+    assert len(said) == len(added)
+    for line, lr in zip(said, added):
+        assert re.fullmatch(rf"extending the lr grid: 1 run\(s\) whose best lr is the grid's edge: gpt \S+ at "
+                            rf"lr {lr:g} \(max_iters=\d+\)", line), line
 
 
 def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny_data, tmp_path):
