@@ -14,10 +14,10 @@ import textwrap
 
 from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONFIDENCE, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key,
-                   at_flops, card, choose_lr, compute_multiplier, differing, frontier, gap_text,
-                   groups, holds_zero, interval, key_id, mean_std, paired_gap, read_many, run_id,
-                   say_once, seeds_text, setting, spread_text, t_quantile)
+from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, at_flops, card,
+                   change_marks, choose_lr, compute_multiplier, differing, frontier, gap_text,
+                   groups, interval, key_id, mean_std, paired_gap, read_many, run_id, say_once,
+                   seeds_text, setting, spread_text)
 
 
 
@@ -414,14 +414,15 @@ def flops_gap_of(ref):
     return 'flops_' + gap_of(ref)
 
 
-def add_flops_gaps(rs, same):
+def add_flops_gaps(rs):
     """Each row of rs gets its gap to each reference at equal training FLOPs (flops_gap_of, with its
     _half, _by_seed and _text): the reference's loss read at the row's FLOPs from the reference's
-    rows x with same(x, row) (at_flops: never beyond its budgets), paired by seed."""
+    rows of the same shape (a transfer view's; a regime view has one) (at_flops: never beyond its
+    budgets), paired by seed; a row of no recorded FLOPs gets none."""
     for ref in references(rs):
         y = flops_gap_of(ref)
         for r in rs:
-            theirs = [x for x in rs if x['label'] == ref and same(x, r)]
+            theirs = [x for x in rs if x['label'] == ref and x.get('shape') == r.get('shape')]
             at = (at_flops(theirs, r['flops']) if r['label'] != ref else None) or {}
             by_seed = {x['seed']: x['val_loss'] - at[x['seed']]
                        for x in r['runs'] if x['seed'] in at}
@@ -432,13 +433,9 @@ def add_flops_gaps(rs, same):
     return rs
 
 
-def shape_of(r):
-    return r['shape']
-
-
-def flops_ratios(rs, ref, shape=lambda r: None):
-    """{(label, shape(row)): the mean over budgets of its training FLOPs against ref's there}."""
-    cell = {(r['label'], shape(r), r['budget_value']): r for r in rs}
+def flops_ratios(rs, ref):
+    """{(label, shape): the mean over budgets of its training FLOPs against ref's there}."""
+    cell = {(r['label'], r.get('shape'), r['budget_value']): r for r in rs}
     ratio = {}
     for (n, s, v), r in cell.items():
         if (ref, s, v) in cell and r['flops'] > 0 and cell[ref, s, v]['flops'] > 0:
@@ -458,7 +455,7 @@ def flops_tables(rs):
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    out, known = [], all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs, lambda x, r: True)
+    out, known = [], all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs)
     for ref in references(rs) if known else ():
         ratio = flops_ratios(rs, ref)
         lines = [([n, ratio.get((n, None), '–')], [cell.get((n, v)) for v in budgets])
@@ -610,57 +607,6 @@ def context_words(r, rs):
     return ', '.join(w for w in words if w)
 
 
-def contrast(a, b, y, ka, kb, paired):
-    """(mean, 95% half-width or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a and b: `paired`
-    (same seeds, init and batches, as under two schedules), a t interval over the common seeds'
-    contrasts; else (two shapes: unrelated runs) Welch's. None where a side has one seed."""
-    ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
-    common = sorted(set(ga) & set(gb)) if paired else []
-    if common:
-        return interval([kb * gb[s] - ka * ga[s] for s in common])[:2]
-    mean = kb * b[y] - ka * a[y]
-    if len(ga) < 2 or len(gb) < 2:
-        return mean, None
-    va, vb = (ka * ka * mean_std(list(ga.values()))[1] ** 2 / len(ga),
-              kb * kb * mean_std(list(gb.values()))[1] ** 2 / len(gb))
-    if va + vb == 0:
-        return mean, 0.0
-    df = (va + vb) ** 2 / ((va * va / (len(ga) - 1) if va else 0)
-                           + (vb * vb / (len(gb) - 1) if vb else 0))
-    return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
-
-
-def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows or None), a, to each later one, b: 'flips'
-    (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds', and the change
-    b - a ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
-    every inequality it claims has a test whose interval excludes 0: 'flips', both gaps' signs;
-    'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and b + 2a; 'holds', both
-    signs, 2b - a and b - 2a. A flip by the means from a resolved a, whose b's sign is unknown, to
-    |b| < |a|/2 with its halving resolved (a gap that collapsed to about zero) is that halving."""
-    a, out = cells[0], []
-    for b in cells[1:]:
-        if not (a and b and y in a and y in b):
-            out.append('–')
-            continue
-        word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
-                else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
-        signs = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
-        # (ka, kb): the contrast kb * b - ka * a; 2b - a, 2b + a; b - 2a, b + 2a
-        tests = {k: not holds_zero(*contrast(a, b, y, *k, paired))
-                 for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
-        halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
-        a_known = not holds_zero(a[y], a[f'{y}_half'])  # (and the means' |b| < |a|/2: 2b - a and
-        if word == 'flips' and a_known and abs(b[y]) < abs(a[y]) / 2 and halving:  # 2b + a apart)
-            word = 'halves'
-        resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
-                    'holds': signs and tests[1, 2] and tests[2, 1]}[word]
-        delta, half = contrast(a, b, y, 1, 1, paired)
-        out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
-                   + (f" ± {half:.4f}" if half is not None else ''))
-    return out
-
-
 def matched_budgets(rs):
     """([(tokens per parameter, {size: budget_value})] that 2+ shapes share, the sizes smallest
     first): each budget of the smallest, and the others' nearest within a factor 1.25."""
@@ -689,11 +635,10 @@ def transfer_tables(rs):
              for n in by_config(config_of) for t, at in points]
     out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
     other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
-    # at equal FLOPs each shape's reference is its own (a row of no recorded FLOPs gets no gap)
-    add_flops_gaps(rs, lambda x, r: shape_of(x) == shape_of(r))
+    add_flops_gaps(rs)
     for at_flops_too, ref in [(f, ref) for f in (False, True) for ref in references(rs)]:
         y = flops_gap_of(ref) if at_flops_too else gap_of(ref)
-        ratio = flops_ratios(rs, ref, shape_of)
+        ratio = flops_ratios(rs, ref)
         first = ['config', 'tokens/param'] + [f'FLOPs vs {ref}'] * at_flops_too
         mine = [([*lead, ' / '.join(ratio.get((lead[0], s), '–') for s in sizes)]
                  if at_flops_too else lead, got) for lead, got in lines

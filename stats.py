@@ -2,7 +2,7 @@
 Results as data: the results files sweeps and the recall probe append to (one JSON record per
 finished run, checked field by field as it is read), what setting a record measured (its key less
 the seed and the lr grid), and the statistics over seeds (t intervals, paired gaps, the best lr of a
-setting); and the tools' command lines (their own flags, train.py's passed on, configs by name).
+setting, the marks of what a gap does from one setting to another); and the tools' command lines (their own flags, train.py's passed on, configs by name).
 The tables and plots drawn from them are report.py's.
 """
 import dataclasses
@@ -326,6 +326,57 @@ def interval(values):
 def holds_zero(mean, half):
     """True when an interval cannot tell the sign of what it measures (and when it has no width)."""
     return half is None or abs(mean) <= half
+
+
+def contrast(a, b, y, ka, kb, paired):
+    """(mean, 95% half-width or None) of kb * gap_b - ka * gap_a, gaps `y` of rows a and b: `paired`
+    (same seeds, init and batches, as under two schedules), a t interval over the common seeds'
+    contrasts; else (two shapes: unrelated runs) Welch's. None where a side has one seed."""
+    ga, gb = a.get(f'{y}_by_seed') or {}, b.get(f'{y}_by_seed') or {}
+    common = sorted(set(ga) & set(gb)) if paired else []
+    if common:
+        return interval([kb * gb[s] - ka * ga[s] for s in common])[:2]
+    mean = kb * b[y] - ka * a[y]
+    if len(ga) < 2 or len(gb) < 2:
+        return mean, None
+    va, vb = (ka * ka * mean_std(list(ga.values()))[1] ** 2 / len(ga),
+              kb * kb * mean_std(list(gb.values()))[1] ** 2 / len(gb))
+    if va + vb == 0:
+        return mean, 0.0
+    df = (va + vb) ** 2 / ((va * va / (len(ga) - 1) if va else 0)
+                           + (vb * vb / (len(gb) - 1) if vb else 0))
+    return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
+
+
+def change_marks(cells, y, paired=False):
+    """What gap `y` does from the first of `cells` (rows or None), a, to each later one, b: 'flips'
+    (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds', and the change
+    b - a ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
+    every inequality it claims has a test whose interval excludes 0: 'flips', both gaps' signs;
+    'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and b + 2a; 'holds', both
+    signs, 2b - a and b - 2a. A flip by the means from a resolved a, whose b's sign is unknown, to
+    |b| < |a|/2 with its halving resolved (a gap that collapsed to about zero) is that halving."""
+    a, out = cells[0], []
+    for b in cells[1:]:
+        if not (a and b and y in a and y in b):
+            out.append('–')
+            continue
+        word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
+                else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
+        signs = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
+        # (ka, kb): the contrast kb * b - ka * a; 2b - a, 2b + a; b - 2a, b + 2a
+        tests = {k: not holds_zero(*contrast(a, b, y, *k, paired))
+                 for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
+        halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
+        a_known = not holds_zero(a[y], a[f'{y}_half'])  # (and the means' |b| < |a|/2: 2b - a and
+        if word == 'flips' and a_known and abs(b[y]) < abs(a[y]) / 2 and halving:  # 2b + a apart)
+            word = 'halves'
+        resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
+                    'holds': signs and tests[1, 2] and tests[2, 1]}[word]
+        delta, half = contrast(a, b, y, 1, 1, paired)
+        out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
+                   + (f" ± {half:.4f}" if half is not None else ''))
+    return out
 
 
 def gap_text(mean, half, n):

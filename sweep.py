@@ -534,13 +534,12 @@ def run_planned(sweep, plans, overrides, results_path, stopper):
         more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
         if not more:
             break
-        which = {}  # (what the runs are: a config at a size and lr, at these budgets)
+        which = {}  # {(config, size, lr, budget kind): its budgets}
         for f in (p.fields for p in more):
-            which.setdefault(f"{f['config']} {f['size']} at lr {f['lr']:g} ({f['budget']}=",
-                             set()).add(f['budget_value'])
-        print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge: "
-              + '; '.join(k + ', '.join(f"{v:g}" for v in sorted(vs)) + ')'
-                          for k, vs in which.items()), file=sys.stderr)
+            which.setdefault((f['config'], f['size'], f['lr'], f['budget']), set()).add(f['budget_value'])
+        print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge: " + '; '.join(
+            f"{c} {size} at lr {lr:g} ({kind}={', '.join(f'{v:g}' for v in sorted(vs))})"
+            for (c, size, lr, kind), vs in which.items()), file=sys.stderr)
         ok, plans = run_all(sweep, more, results_path, stopper), plans + more
         tried |= {p.run_dir for p in more}
     return ok, plans

@@ -621,7 +621,8 @@ def stopped(code, procs, state, argv):
     """A signal stopped the run: say where, and the command that resumes it; exit 128 + the signal's
     number, as a shell does."""
     if procs.master:
-        again = [sys.argv[0], *(a for a in argv if not a.startswith('--init_from=')), '--init_from=resume']
+        again = [sys.argv[0], *(a for a in argv if not a.startswith('--init_from=')),
+                 '--init_from=resume']
         print(f"stopped by {signal.Signals(code - 128).name} "
               + (f"at iter {state.iter_num}; resume with: "
                  + ('python ' if procs.world == 1 else 'torchrun <its options> ') + shlex.join(again)

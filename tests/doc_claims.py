@@ -77,7 +77,7 @@ def gap(config, ref, size, tpp, schedule='wsd', paths=SHAPES):
 
 def flops_cell(config, ref, size, tpp):
     """config - ref at equal training FLOPs (the report's equal-FLOPs tables), as a row holds a gap
-    for report.change_marks ('g', 'g_half', 'g_by_seed'; and 'n'): config at that budget, ref's loss
+    for stats.change_marks ('g', 'g_half', 'g_by_seed'; and 'n'): config at that budget, ref's loss
     read at config's FLOPs there; None outside ref's budgets."""
     r = row(config, size, tpp)
     at = stats.at_flops([x for x in rows() if x['size'] == size and x['schedule'] == 'wsd'
@@ -130,7 +130,7 @@ def claims():
     L, G = g(pm, 'llama', 'gpt'), g(one, 'llama', 'gpt')
     M, MO = g(pm, 'gmlp', 'gpt'), g(one, 'gmlp', 'gpt')
     ML, MLO = g(pm, 'gmlp', 'llama'), g(one, 'gmlp', 'llama')
-    grow = report.contrast(row('llama', '3x96', 1.3), row('llama', '4x128', 1.3), report.gap_of('gpt'),
+    grow = stats.contrast(row('llama', '3x96', 1.3), row('llama', '4x128', 1.3), report.gap_of('gpt'),
                            1, 1, False)
     late = [gap('llama', 'gpt', s, 10)[:2] for s in ('3x96', '4x128', '5x288')]
     early = [gap('llama', 'gpt', s, 1.3 if s != '5x288' else 1.2)[:2] for s in ('3x96', '4x128', '5x288')]
@@ -139,10 +139,10 @@ def claims():
     floor_128 = (abs(early[1][0]) - early[1][1]) / (abs(late[1][0]) + late[1][1])
     ratio_288 = early[2][0] / late[2][0]
     cos, wsd = (gap('llama', 'gpt', '3x96', 20.6, s) for s in ('cosine', 'wsd'))
-    sched = report.contrast(row('llama', '3x96', 20.6, 'wsd'), row('llama', '3x96', 20.6, 'cosine'),
+    sched = stats.contrast(row('llama', '3x96', 20.6, 'wsd'), row('llama', '3x96', 20.6, 'cosine'),
                             report.gap_of('gpt'), 1, 1, True)
     final = {s: gap('llama', 'gpt', s, t)[:2] for s, t in (('3x96', 20.6), ('4x128', 10.1), ('5x288', 20))}
-    told = [s for s, (m, h) in final.items() if h is not None and not report.holds_zero(m, h)]
+    told = [s for s, (m, h) in final.items() if h is not None and not stats.holds_zero(m, h)]
     read_96 = []  # gMLP - gpt at equal FLOPs at each 3x96 budget where gpt's budgets bracket it
     for x in (1.3, 2.6, 5.2, 10.3, 20.6):
         with contextlib.suppress(TypeError):  # at_flops: None outside gpt's budgets
@@ -239,7 +239,7 @@ def claims():
                and r['budget_value'] == 1560][0]  # 10 tokens per parameter, lr untuned
     readme.append(f"RESULTS.md §4 gave {num(untuned['gap'], 3, True)})")
     readme += [f"there gMLP spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token",
-               f"At 5×288, where it spends {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs"]
+               f"At 5×288, spending {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs"]
     ms = step_ms()
     order = ('swiglu', 'gmlp', 'gpt_rope', 'primer_ez', 'llama', 'llama_primer')
     readme += [f"Its step takes {ms['primer_ez'] / ms['gpt']:.2f}× gpt's time for "
@@ -337,9 +337,9 @@ def readme_setup():
     single = [t for t in tpps('3x96') if gap('gmlp', 'llama', '3x96', t)[2] == 1]
     swi = [t for t in tpps('3x96') if gap('swiglu', 'gpt', '3x96', t)[2] == 1]
     assert swi == tpps('3x96')[:len(swi)], swi
-    mark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if report.change_marks(
+    mark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if stats.change_marks(
         [row('gmlp', '3x96', a), row('gmlp', '5x288', b)], report.gap_of('gpt'))[0].startswith('flips (unresolved)')]
-    fmark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if report.change_marks(
+    fmark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if stats.change_marks(
         [flops_cell('gmlp', 'gpt', '3x96', a), flops_cell('gmlp', 'gpt', '5x288', b)], 'g')[0].startswith('flips (unresolved)')]
     g_best = [grid('gmlp', '3x96', t) for t in tpps('3x96')]
     settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
@@ -375,9 +375,8 @@ def readme_setup():
             f"At 3×96 ({g_best[-1][1]} seeds at lr {g_best[-1][0]}, the best of {', '.join(g_best[-1][2][:-1])} and "
             f"{g_best[-1][2][-1]} from {tpps('3x96')[settled]:g} tokens per parameter on)",
             f"marks the gap at {' and '.join(f'{t:g}' for t in mark)} `flips (unresolved)`",
-            f"at equal FLOPs too, the transfer view marks it at {' and '.join(f'{t:g}' for t in fmark)} "
-            "`flips (unresolved)`",
-            "it trails at 5 and 10 tokens per parameter at equal FLOPs too (one seed)" if all(
+            f"it trails at {' and '.join(f'{t:g}' for t in fmark)} tokens per parameter at equal FLOPs too "
+            "(one seed), marked there `flips (unresolved)`" if all(
                 flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
             f"(3×96, {top:g} tokens per parameter, gpt and llama each at its own best lr under each schedule, "
             f"{sched_n.pop()} seeds;" if len(sched_n) == 1 else CHANGED,
@@ -540,7 +539,7 @@ def results_1a():
     y = report.gap_of('gpt')
     by = [row('llama', '3x96', top, s)[f'{y}_by_seed'] for s in ('cosine', 'wsd')]
     ratios = sorted((by[0][k] / by[1][k] for k in by[0]), reverse=True)
-    sched = report.contrast(row('llama', '3x96', top, 'wsd'), row('llama', '3x96', top, 'cosine'), y, 1, 1, True)
+    sched = stats.contrast(row('llama', '3x96', top, 'wsd'), row('llama', '3x96', top, 'cosine'), y, 1, 1, True)
     cos, wsd = (gap('llama', 'gpt', '3x96', top, s) for s in ('cosine', 'wsd'))
     lg = {x: mean_val('llama', '3x96', 3840, x) for x in (1e-3, 2e-3, 4e-3)}
     s1 = {x: [r['val_loss'] for r in rs if r['config'] == 'llama' and r['size'] == '3x96' and r['schedule'] == 'wsd'
@@ -1096,8 +1095,8 @@ def prepare_log(path='results/prepare_bpe_100mb_2026-11-29.txt'):
 
 
 def mark_tests():
-    """{mark: its tests as the prose writes them, '2b − a and 2b + a'}, read from report.change_marks."""
-    code = inspect.getsource(report.change_marks)
+    """{mark: its tests as the prose writes them, '2b − a and 2b + a'}, read from stats.change_marks."""
+    code = inspect.getsource(stats.change_marks)
     keys = [tuple(map(int, k.split(','))) for k in re.findall(r'\((-?\d+, -?\d+)\)', code.split('tests = ')[1]
                                                                 .split('\n')[1])]
     name = {k: (f"{k[1]}b" if k[1] != 1 else 'b') + (' − ' if k[0] > 0 else ' + ')

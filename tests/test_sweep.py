@@ -1107,11 +1107,11 @@ def test_a_hold_that_may_have_halved_is_unresolved_across_shapes():
         by_seed = {1: mean - sd, 2: mean, 3: mean + sd}  # sd exactly `sd`
         return {'gap': mean, 'gap_half': stats.interval(list(by_seed.values()))[1], 'gap_by_seed': by_seed}
     a, b = row(-0.5371, 0.01216), row(-0.3384, 0.03144)
-    mean, half = report.contrast(a, b, 'gap', 1, 2, paired=False)
+    mean, half = stats.contrast(a, b, 'gap', 1, 2, paired=False)
     assert mean == pytest.approx(-0.1397) and half == pytest.approx(0.149, abs=0.002)
-    mark, = report.change_marks([a, b], 'gap')
+    mark, = stats.change_marks([a, b], 'gap')
     assert mark.startswith('holds (unresolved); Δ +0.1987 ± ')
-    mark, = report.change_marks([a, row(-0.45, 0.005)], 'gap')  # neither a halving nor a doubling left
+    mark, = stats.change_marks([a, row(-0.45, 0.005)], 'gap')  # neither a halving nor a doubling left
     assert mark.startswith('holds; Δ +0.0871 ± ')
 
 
@@ -1226,13 +1226,13 @@ def test_a_mark_tests_every_inequality_it_claims():
         return {'vs_gpt': mean, 'vs_gpt_half': half, 'vs_gpt_by_seed': dict(enumerate(by_seed, 1))}
     a = [0.5, 0.1, 0.3]  # mean 0.3, its sign not resolved over three seeds
     b = [v / 2 - 0.05 for v in a]  # 2b - a = -0.1 at every seed; 2b + a spreads with a
-    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
+    mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
     assert mark.startswith('halves (unresolved)'), mark
     a, b = [0.30, 0.32, 0.31], [-0.01, 0.005, -0.004]  # resolved, then about zero (its sign unknown)
-    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
+    mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=True)
     assert mark.startswith('halves; ') and '(unresolved)' not in mark, mark
     a, b = [0.10, 0.11, 0.12], [0.40, 0.43, 0.45]  # a doubling, every inequality resolved
-    assert report.change_marks([row(a), row(b)], 'vs_gpt', paired=True)[0].startswith('doubles; ')
+    assert stats.change_marks([row(a), row(b)], 'vs_gpt', paired=True)[0].startswith('doubles; ')
 
 
 @pytest.mark.parametrize('paired', [True, False])
@@ -1245,10 +1245,10 @@ def test_a_flip_is_relabelled_a_halving_only_as_the_definition_allows(paired):
         mean, half, _ = stats.interval(list(by_seed))
         return {'vs_gpt': mean, 'vs_gpt_half': half, 'vs_gpt_by_seed': dict(enumerate(by_seed, 1))}
     a, b = [-0.10, -0.06, 0.04], [0.48, 0.50, 0.52]  # a = -0.04 ± 0.29 (its sign unknown), b = +0.50 ± 0.05
-    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
+    mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
     assert mark.startswith('flips (unresolved); '), mark
     a, b = [0.05, 0.35, -0.10], [0.005, -0.004, 0.001]  # a unresolved, b about zero
-    mark, = report.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
+    mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
     assert '(unresolved)' in mark, mark
 
 
