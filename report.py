@@ -93,16 +93,21 @@ def gap_of(ref):
 
 def view_table(lines, first, columns, text, y=None, paired=False):
     """A view's markdown table, a row per (first cells, a row or None under each of `columns`) of
-    `lines`; with `y` (a gap), what it does from the first column to each later (change_marks)."""
+    `lines`; with `y` (a gap), what it does from the first column to each later (change_marks: from
+    the first that has one)."""
     marks = [f"{columns[0]} → {c}" for c in columns[1:]] if y else []
     body = [[*lead, *(text(r) if r else '–' for r in got),
-             *(change_marks(got, y, paired) if y else ())] for lead, got in lines]
+             *(change_marks(got, y, paired, columns) if y else ())] for lead, got in lines]
     head = [*first, *columns, *marks]
     return markdown_table(body, head, left=range(len(head) - len(marks), len(head)))
 
 
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
+
+# a transfer view reads shapes at matching tokens per parameter: a budget of iterations and one of
+# tokens are one kind there (FLOPs and seconds are not: at one budget the configs' tokens differ)
+TOKEN_BUDGETS = {'max_tokens': 'max_iters'}
 
 def summary_rows(records):
     """One row per run setting: its best lr, the val loss there over its distinct seeds (a seed
@@ -132,8 +137,10 @@ def summary_rows(records):
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
             setting=cell, **{view: key_id(setting(first, drop)) for view, drop in (
-                ('context', ARCH), ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE),
-                ('transfer', ARCH + BUDGET + SHAPE + CONTEXT))}, data=plain['data'],
+                ('context', ARCH), ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE))},
+            transfer=key_id({**setting(first, ARCH + BUDGET + SHAPE + CONTEXT),  # (it matches
+                             'budget': TOKEN_BUDGETS.get(first['budget'], first['budget'])}),  # tokens)
+            data=plain['data'],
             shape_context={k: v for k, v in plain.items() if k in CONTEXT},
             data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']),
             config=first['config'], label=first['config'], size=first['size'], kind=first['budget'],
@@ -151,7 +158,7 @@ def summary_rows(records):
             grid=' / '.join(f"{k:g}: {means[k][0]:.4f} (n={means[k][2]})" for k in sorted(means))
             if len(means) > 1 else None,
             params=first['params'], params_text=f"{first['params']:,}",
-            **{k: mean_std([r.get(k) or 0 for r in at])[0]
+            **{k: mean_std([r[k] for r in at if r.get(k)] or [0])[0]  # (of the runs recording it)
                for k in ('tokens', 'flops', 'train_s', 'wall_s')}, runs=at,
             hellaswag_pm=spread_text(*mean_std([r['hellaswag_acc_norm'] for r in at]))
             if all('hellaswag_acc_norm' in r for r in at) else None))

@@ -348,17 +348,19 @@ def contrast(a, b, y, ka, kb, paired):
     return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
 
 
-def change_marks(cells, y, paired=False):
-    """What gap `y` does from the first of `cells` (rows or None), a, to each later one, b: 'flips'
-    (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds', and the change
-    b - a ± its interval (contrast); '–' where either has none. A word is '(unresolved)' unless
-    every inequality it claims has a test whose interval excludes 0: 'flips', both gaps' signs;
-    'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and b + 2a; 'holds', both
-    signs, 2b - a and b - 2a. A flip by the means from a resolved a, whose b's sign is unknown, to
-    |b| < |a|/2 with its halving resolved (a gap that collapsed to about zero) is that halving."""
-    a, out = cells[0], []
-    for b in cells[1:]:
-        if not (a and b and y in a and y in b):
+def change_marks(cells, y, paired=False, names=()):
+    """What gap `y` does from the first of `cells` (rows or None) that has one, a, to each later
+    one, b: 'flips' (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds',
+    and the change b - a ± its interval (contrast); '–' where b has none, and under a and the cells
+    before it; where a is not the first cell, 'from <its name in `names`>: ' first. A word is '(unresolved)' unless every inequality it claims has a test whose interval
+    excludes 0: 'flips', both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2);
+    'doubles', b - 2a and b + 2a; 'holds', both signs, 2b - a and b - 2a. A flip by the means from a
+    resolved a to a b whose sign is unknown, |b| < |a|/2 with its halving resolved (a gap that
+    collapsed to about zero), is that halving; a b of known sign keeps the flip."""
+    start = next((i for i, c in enumerate(cells) if c and y in c), len(cells) - 1)
+    a, out, since = cells[start], ['–'] * start, f"from {names[start]}: " if start and names else ''
+    for b in cells[start + 1:]:
+        if not (b and y in b):
             out.append('–')
             continue
         word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
@@ -369,12 +371,13 @@ def change_marks(cells, y, paired=False):
                  for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
         halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
         a_known = not holds_zero(a[y], a[f'{y}_half'])  # (and the means' |b| < |a|/2: 2b - a and
-        if word == 'flips' and a_known and abs(b[y]) < abs(a[y]) / 2 and halving:  # 2b + a apart)
+        if (word == 'flips' and a_known and holds_zero(b[y], b[f'{y}_half'])  # 2b + a apart)
+                and abs(b[y]) < abs(a[y]) / 2 and halving):
             word = 'halves'
         resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
                     'holds': signs and tests[1, 2] and tests[2, 1]}[word]
         delta, half = contrast(a, b, y, 1, 1, paired)
-        out.append(word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
+        out.append(since + word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
                    + (f" ± {half:.4f}" if half is not None else ''))
     return out
 

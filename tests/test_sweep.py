@@ -1067,6 +1067,58 @@ def test_the_transfer_view_keeps_every_setting_at_a_size_and_names_each():
     assert {r['shape'] for r in group} == {'1x32 (a/fp)', '1x32 (b/fp)', '2x64'}
 
 
+def test_a_transfer_mark_reads_from_the_first_shape_where_the_row_has_a_gap():
+    """A config without a gap at the smallest shape (the reference did not run there, or the config ran
+    on one of two val sets at that size only) is still marked, from its first shape that has one, and
+    the cell says from where: no row of 2+ gaps is left without a mark."""
+    small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.8, 2.9)})
+    mid = shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6), 'x': (2.45, 2.55), 'y': (2.3, 2.4)})
+    large = shape_records('3x96', 'fp', 200, {'gpt': (2.0, 2.1), 'x': (1.98, 2.08), 'y': (1.7, 1.8)})
+    group, = report.transfer_groups(report.summary_rows(small + mid + large)).values()
+    to_gpt = report.transfer_tables(group).split('Gap to llama')[0]
+    # x: -0.2, -0.05, -0.02 from 1x32; y: -0.2 at 2x64, -0.3 at 3x96, marked from 2x64
+    assert ('| x | 20.0 | -0.2000 ± 0.0000 (n=2) | -0.0500 ± 0.0000 (n=2) | -0.0200 ± 0.0000 (n=2) | '
+            'halves; Δ +0.1500 ± 0.0000 | halves; Δ +0.1800 ± 0.0000 |') in to_gpt
+    assert ('| y | 20.0 | – | -0.2000 ± 0.0000 (n=2) | -0.3000 ± 0.0000 (n=2) | – | '
+            'from 2x64: holds; Δ -0.1000 ± 0.0000 |') in to_gpt
+    # two val sets at the smallest size: the one holding fewer configs sorts first, x is marked from the other
+    other_val = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1)}, eval_iters=100)
+    group, = report.transfer_groups(report.summary_rows(other_val + small + large)).values()
+    text = report.transfer_tables(group).split('at equal training FLOPs')[0]
+    assert 'what it does from 1x32 (eval_iters=100) to each other shape' in text
+    line, = [l for l in text.splitlines() if l.startswith('| x |')]
+    assert line.endswith('| – | from 1x32 (eval_iters=200): halves; Δ +0.1800 ± 0.0000 |'), line
+
+
+@pytest.mark.parametrize('kind', ['max_tokens', 'max_flops'])
+def test_a_shape_budgeted_in_tokens_joins_one_budgeted_in_iterations(kind):
+    """The transfer view matches shapes by tokens per parameter: a shape whose runs were budgeted in
+    max_tokens is read with one budgeted in max_iters; one budgeted in FLOPs (where the configs' tokens
+    differ at one budget) is a view of its own."""
+    small = shape_records('1x32', 'fp', 200, {'gpt': (3.0, 3.1), 'x': (2.8, 2.9)})
+    large = [{**r, 'budget': kind, 'budget_value': 10 * r['tokens'],
+              'key': {**{k: v for k, v in r['key'].items() if k != 'max_iters'}, 'budget': kind,
+                      'budget_value': 10 * r['tokens'], kind: 10 * r['tokens']}}
+             for r in shape_records('2x64', 'fp', 200, {'gpt': (2.5, 2.6), 'x': (2.4, 2.5)})]
+    groups = report.transfer_groups(report.summary_rows(small + large))
+    assert len(groups) == (kind == 'max_tokens')
+    if groups:
+        group, = groups.values()
+        assert '| x | 20.0 | -0.2000 ± 0.0000 (n=2) | -0.1000 ± 0.0000 (n=2) | holds (unresolved); Δ +0.1000' \
+            in report.transfer_tables(group)
+
+
+def test_a_rows_flops_are_the_mean_of_the_runs_that_record_them():
+    """A record without FLOPs (an older train.py's) among its seeds counts as unknown, not as 0 FLOPs:
+    the row's FLOPs are its other runs' (a run's FLOPs do not depend on its seed)."""
+    recs = [record('gpt', s, 3.0, budget=100) for s in (1, 2, 3)]
+    recs[0] = {**recs[0], 'flops': None}
+    row, = report.summary_rows(recs)
+    assert row['flops'] == 100.0
+    row, = report.summary_rows([{**r, 'flops': None} for r in recs])
+    assert row['flops'] == 0  # none recorded: unknown (no equal-FLOPs reading)
+
+
 def test_rows_a_table_would_show_alike_get_labels_of_their_own():
     """Three settings of one config at one size and budget, two of them differing only in their fourth
     differing setting: every label is its own (all the fields where three do not tell them apart)."""
@@ -1250,6 +1302,11 @@ def test_a_flip_is_relabelled_a_halving_only_as_the_definition_allows(paired):
     a, b = [0.05, 0.35, -0.10], [0.005, -0.004, 0.001]  # a unresolved, b about zero
     mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
     assert '(unresolved)' in mark, mark
+    # a resolved lead turned into a resolved deficit a quarter its size: both signs known, a flip (the
+    # halving's tests pass too, but a gap of known sign that changed sign is not 'about zero')
+    a, b = [-0.40, -0.42, -0.38], [0.10, 0.11, 0.09]
+    mark, = stats.change_marks([row(a), row(b)], 'vs_gpt', paired=paired)
+    assert mark.startswith('flips; '), mark
 
 
 def test_every_number_in_the_conclusions_prose_is_computed_from_the_records():
