@@ -511,18 +511,18 @@ def groups(records, *fields):
 # -----------------------------------------------------------------------------
 # the best learning rate of a setting
 
-def tuned_lrs(records, size=None, *, schedule='cosine', budget=None):
-    """{config: its best lr} where the grid ran: AdamW, `schedule`, max_iters=`budget` (None: any),
-    at `size` where the results hold runs there, else the size with the most runs of the config."""
-    records = [r for r in records if r['budget'] == 'max_iters' and r['optimizer'] == 'adamw'
-               and r.get('schedule', 'cosine') == schedule and budget in (None, r['budget_value'])]
-    by, chosen, out = groups(records, 'config', 'size'), {}, {}
-    for name, at in by:
-        chosen[name] = max(chosen.get(name, (False, 0, '')), (at == size, len(by[name, at]), at))
-    for name, (*_, at) in chosen.items():  # at one size, several budgets: the largest's grid
-        last = max(r['budget_value'] for r in by[name, at])
-        out[name] = best_lr([r for r in by[name, at] if r['budget_value'] == last])
-    return out
+def tuned_lr(records, size, budget):
+    """(best lr, the size and (budget kind, value) of the grid it is read from) of one config's records
+    of one setting (any seed, lr, size, budget), or None without a grid (2+ lrs at one size and
+    budget; a lone run at another lr is none): at `size` where a grid ran there, else at the size
+    with the most runs; there at `budget`, else a budget of its kind, else the largest."""
+    grids = groups(records, 'size', 'budget', 'budget_value')
+    runs = {s: sum(len(g) for (at, *_), g in grids.items() if at == s) for s, *_ in grids}
+    grids = {k: g for k, g in grids.items() if len({r['lr'] for r in g}) > 1}
+    if not grids:
+        return None
+    at = max(grids, key=lambda k: (k[0] == size, runs[k[0]], k[1:] == budget, k[1] == budget[0], k[2]))
+    return best_lr(grids[at]), at[0], at[1:]
 
 
 def choose_lr(by_lr):

@@ -48,7 +48,7 @@ from model import GPTConfig, count_flops
 from report import markdown_table, plot_curves, pyplot, save_png, sweep_report
 from stats import (ARCH, BUDGET, RUN_COLUMNS, SHAPE, append_record, best_lr,
                    check_writable, config_paths, differing, keys_given, numbers, read_results,
-                   read_log, record_of, run_id, run_summary, setting, split_flags, tuned_lrs)
+                   read_log, record_of, run_id, run_summary, setting, split_flags, tuned_lr)
 from train import TrainConfig
 
 BUDGETS = ('max_iters', 'max_tokens', 'max_flops', 'max_seconds')
@@ -254,13 +254,11 @@ def learning_rates(sweep, records, first):
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        drop = (*BUDGET, *SHAPE, 'budget', 'hellaswag')  # the size: tuned_lrs prefers this one
+        drop = (*BUDGET, *SHAPE, 'budget', 'hellaswag')  # the size: tuned_lr prefers this one
         want = setting({'key': key, 'data_dir': first.fields['data_dir']}, drop)
         same = [r for r in records if setting(r, drop) == want and r['config'] == key['config']]
-        schedule, size = first.fields['schedule'], first.fields['size']
-        budget = max(values) if kind == 'max_iters' else None
-        best = (tuned_lrs(same, size, schedule=schedule, budget=budget).get(key['config'])
-                or tuned_lrs(same, size, schedule=schedule).get(key['config']))  # any budget
+        size = first.fields['size']
+        best = tuned_lr(same, size, (kind, max(values)))
         if best is None:  # said with the settings its runs of that config differ in, if any
             diff = sorted({k for r in records if r['config'] == key['config']
                            for k in differing([setting(r, drop), want])})
@@ -269,9 +267,9 @@ def learning_rates(sweep, records, first):
                              + (f" (those it has differ in {', '.join(diff)})" if diff else "")
                              + "; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3), or pass "
                              "the setting of the runs to tune from")
-        print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of "
-              f"{len(same)} record(s) of this setting at {sorted({r['size'] for r in same})}",
-              file=sys.stderr)
+        (best, at, (grid, value)), other = best, '' if best[1] == size else ', another size'
+        print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of this "
+              f"setting's lr grid at {at}, {grid}={value:g}{other}", file=sys.stderr)
         return [best]
     if sweep.lr_scale:
         return list(dict.fromkeys(first.fields['lr'] * f
@@ -293,19 +291,20 @@ def plan_sweep(sweep, paths, overrides, records):
             for (path, size), grid in zip(cells, grids) if k < len(grid) for v in values]
 
 
+def grid_cell(key):
+    """A run's setting less its seed and lr: the runs of one lr grid."""
+    return run_id({k: v for k, v in key.items() if k not in ('seed', 'learning_rate', 'min_lr')})
+
+
 def beyond_the_edges(sweep, overrides, plans, records, tried):
     """Plans for the runs that move a best lr off its grid's edge: wherever a config's best lr at a
     size and budget (on the seeds every grid point has) is the largest (smallest) tried, the same
     seeds at twice (half) it, at that budget."""
-    ignore = ('seed', 'learning_rate', 'min_lr')
-
-    def cell(key):  # a run's setting less its seed and lr
-        return run_id({k: v for k, v in key.items() if k not in ignore})
     firsts, by_cell, out = {}, {}, []  # a cell's first plan, its records
     for p in plans:
-        firsts.setdefault(cell(p.key), p)
+        firsts.setdefault(grid_cell(p.key), p)
     for r in records:
-        by_cell.setdefault(cell(r['key']), []).append(r)
+        by_cell.setdefault(grid_cell(r['key']), []).append(r)
     for c, p in firsts.items():
         rs = by_cell.get(c, [])
         lrs = sorted({r['lr'] for r in rs})
@@ -528,9 +527,10 @@ def run_all(sweep, plans, results_path, stopper):
 
 def run_planned(sweep, plans, overrides, results_path, stopper):
     """Run what of `plans` is not recorded, then (--extend_lr) beyond each grid's edge until every
-    best lr lies inside: (every run recorded, the plans)."""
+    best lr lies inside (a failed run, a diverged lr, ends no other grid's extension): (every run
+    recorded, the plans)."""
     ok, tried = run_all(sweep, plans, results_path, stopper), {p.run_dir for p in plans}
-    while sweep.extend_lr and ok:
+    while sweep.extend_lr:
         more = beyond_the_edges(sweep, overrides, plans, read_results(results_path), tried)
         if not more:
             break
@@ -540,7 +540,7 @@ def run_planned(sweep, plans, overrides, results_path, stopper):
         print(f"extending the lr grid: {len(more)} run(s) whose best lr is the grid's edge: " + '; '.join(
             f"{c} {size} at lr {lr:g} ({kind}={', '.join(f'{v:g}' for v in sorted(vs))})"
             for (c, size, lr, kind), vs in which.items()), file=sys.stderr)
-        ok, plans = run_all(sweep, more, results_path, stopper), plans + more
+        ok, plans = run_all(sweep, more, results_path, stopper) and ok, plans + more
         tried |= {p.run_dir for p in more}
     return ok, plans
 
@@ -683,21 +683,25 @@ def main(argv):
         except OSError as e:
             raise UsageError(f"cannot create {e.filename!r} ({e.strerror}); "
                              "pass --out_prefix=a/folder/you/can/write") from None
-        plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
-        announce(plans)
         with Signals("stopping: {n} running train.py runs save their checkpoints and stop, none "
                      "more starts", forward=True) as stopper:
             # the results file is this sweep's while it runs: another sweep on it waits, then finds
-            # recorded what this one trained (a run is trained and recorded once)
+            # recorded what this one trained (a run is trained and recorded once), and plans from
+            # it (a tuned lr from the grid that sweep ran)
             give_back = hold(results_path, file=True, stop=stopper,
                              waiting=f"another sweep is writing {results_path}")
             if give_back is None:  # stopped while it waited
                 raise SystemExit(stopper.exit_code())
             try:
+                plans = plan_sweep(sweep, paths, overrides, read_results(results_path))
+                announce(plans)
                 ok, plans = run_planned(sweep, plans, overrides, results_path, stopper)
             finally:
                 give_back()
         only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
+        if sweep.extend_lr:  # and the grid it extends: every lr of its settings (a rerun's too)
+            cells = {grid_cell(p.key) for p in plans}
+            only |= {run_id(r['key']) for r in read_results(results_path) if grid_cell(r['key']) in cells}
         if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
             raise UsageError("every run failed (their lines above say why); nothing to report")
     rows = sweep_report(sweep, results_path, png, only=None if sweep.report else only)

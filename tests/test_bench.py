@@ -212,7 +212,8 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
     assert '| gmlp | 1,000 | 0.001 (best of 2 on seeds 1-2; bottom of grid: --extend_lr) | 1.4100 ± 0.0141 (n=2) |' in out
     assert '0.001: 1.4100 (n=2) / 0.002: 1.4600 (n=2)' in out
     assert '| gpt | 1,000 | 0.002 (best of 2 on seeds 1-2; top of grid: --extend_lr) | 1.4700 ± 0.0100 (n=3) |' in out
-    assert stats.tuned_lrs(recs) == {'gpt': 2e-3, 'gmlp': 1e-3}
+    assert [stats.tuned_lr([r for r in recs if r['config'] == c], '4x128', ('max_iters', 2000))
+            for c in ('gpt', 'gmlp')] == [(2e-3, '4x128', ('max_iters', 2000)), (1e-3, '4x128', ('max_iters', 2000))]
     if report.pyplot() is not None:
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 

@@ -743,6 +743,58 @@ def test_extend_lr_goes_beyond_the_grids_edge_until_the_best_lr_is_inside(tmp_pa
                             rf"lr {lr:g} \(max_iters=\d+\)", line), line
 
 
+def test_an_extended_grid_is_the_sweeps_report_on_a_rerun_and_a_failed_run_ends_no_other_extension(
+        tiny_data, tmp_path, capsys, monkeypatch):
+    """--extend_lr: a run that fails (llama's 8e-3 diverges) ends no other config's extension (gpt's goes on
+    to 3.2e-2); a rerun, which trains nothing new, reports the grid as extended (gpt's best 0.016 of 6
+    lrs), not the grid its command names. The runs are faked: val loss a parabola in log2 lr."""
+    def fake_run_all(sw, plans, results_path, stopper):
+        done = {stats.run_id(r['key']) for r in stats.read_results(results_path)}
+        ok = True
+        for p in plans:
+            f = p.fields
+            if f['config'] == 'llama' and f['lr'] > 5e-3:
+                ok = False  # diverged: a failed run, not recorded
+            elif stats.run_id(p.key) not in done:
+                loss = 2.0 + 0.01 * math.log2(f['lr'] / (1.6e-2 if f['config'] == 'gpt' else 4e-3)) ** 2
+                stats.append_record(results_path, {**record(f['config'], f['seed'], loss, lr=f['lr'],
+                                                            budget=f['budget_value']), 'key': p.key})
+        return ok
+    monkeypatch.setattr(sweep, 'run_all', fake_run_all)
+    args = [*sweep_args(tiny_data, tmp_path, '--learning_rate=1e-3,2e-3,4e-3', '--extend_lr', '--max_iters=10'),
+            '--configs=llama']  # (a repeated list flag appends: gpt and llama)
+    for _ in range(2):  # the sweep, then its rerun
+        with pytest.raises(UsageError, match='some runs failed'):
+            sweep.main(args)
+        lrs = sorted(r['lr'] for r in stats.read_results(str(tmp_path / 'r.jsonl')) if r['config'] == 'gpt')
+        assert lrs == pytest.approx([1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2])
+        assert '| gpt | ' in (out := capsys.readouterr().out) and '| 0.016 (best of 6 on seed 1) |' in out, out
+
+
+def test_a_tuned_sweep_waiting_for_another_on_its_results_file_plans_from_what_that_one_recorded(
+        tiny_data, tmp_path, capsys, monkeypatch):
+    """A sweep with --learning_rate=tuned that waits for another sweep writing the same results file (its
+    lr grid) plans once it holds the file: its lr is that grid's best, not an error or a stale pick. The
+    runs are faked; the other sweep runs while this one asks for the file."""
+    def fake_run_all(sw, plans, results_path, stopper):
+        for p in plans:
+            loss = 2.0 + 0.01 * math.log2(p.fields['lr'] / 4e-3) ** 2
+            stats.append_record(results_path, {**record('gpt', 1, loss, lr=p.fields['lr'],
+                                                        budget=p.fields['budget_value']), 'key': p.key})
+        return True
+    hold, waited = sweep.hold, []
+
+    def held_by_another_sweep_meanwhile(path, **kw):
+        if not waited:  # (the other sweep holds it, runs its grid, gives it back)
+            waited.append(path)
+            sweep.main(sweep_args(tiny_data, tmp_path, '--learning_rate=1e-3,4e-3,1.6e-2'))
+        return hold(path, **kw)
+    monkeypatch.setattr(sweep, 'run_all', fake_run_all)
+    monkeypatch.setattr(sweep, 'hold', held_by_another_sweep_meanwhile)
+    sweep.main(sweep_args(tiny_data, tmp_path, '--learning_rate=tuned'))
+    assert waited and '--learning_rate=tuned is 0.004, the best of this setting' in capsys.readouterr().err
+
+
 def test_a_sweep_draws_curves_of_eight_points_and_reports_only_its_own_runs(tiny_data, tmp_path):
     results = tmp_path / 'r.jsonl'
     stats.append_record(str(results), {**record('amlp', 7, 9.9), 'data_dir': 'another', 'key': {'other': 1}})
@@ -1023,7 +1075,33 @@ def test_a_tuned_lr_comes_from_a_grid_of_the_same_setting_and_says_so(tmp_path, 
     assert sweep.learning_rates(twice, [], first) == [1e-3, 2e-3]
     assert sweep.learning_rates(dataclasses.replace(cfg, learning_rate=[], lr_scale=['1', '2', '1.0']), [],
                                 first) == [first.fields['lr'], 2 * first.fields['lr']]
-    assert '--learning_rate=tuned is 0.001, the best of 6 record(s) of this setting' in capsys.readouterr().err
+    assert (f"--learning_rate=tuned is 0.001, the best of this setting's lr grid at {first.fields['size']}, "
+            "max_iters=10\n") in capsys.readouterr().err
+    # a lone run at the sweep's budget (another lr, seed 3) is no grid: the grid at another budget tunes it
+    lone = [{**r, 'budget_value': 20, 'key': {**r['key'], 'budget_value': 20, 'max_iters': 20, 'seed': 3}}
+            for r in grid({4e-3: 0.5}) if r['seed'] == 1]
+    assert sweep.learning_rates(dataclasses.replace(cfg, max_iters=['20']), same + lone, first) == [1e-3]
+
+
+def test_a_tuned_lr_is_read_from_a_grid_at_this_size_first_then_at_the_sweeps_budget():
+    """stats.tuned_lr, of one config's records of one setting: a grid is 2+ lrs at one size and budget; this
+    size's grid at any budget comes before another size's at the sweep's budget; at a size, the sweep's
+    budget, then one of its kind (max_tokens, max_flops: any optimizer), then the largest; another size:
+    the one with the most runs."""
+    def grid(size, kind, value, best, lrs=(1e-3, 2e-3, 4e-3)):
+        return [{**record('gpt', 1, 2.0 + abs(math.log2(lr / best)), lr=lr, size=size), 'budget': kind,
+                 'budget_value': value} for lr in lrs]
+    here = grid('1x32', 'max_iters', 10, 1e-3)
+    assert stats.tuned_lr(here + grid('2x64', 'max_iters', 20, 4e-3), '1x32', ('max_iters', 20)) == \
+        (1e-3, '1x32', ('max_iters', 10))
+    assert stats.tuned_lr(here + grid('1x32', 'max_iters', 5, 2e-3), '1x32', ('max_iters', 5))[0] == 2e-3
+    assert stats.tuned_lr(here + grid('1x32', 'max_iters', 5, 2e-3), '1x32', ('max_iters', 7))[0] == 1e-3
+    tokens = grid('1x32', 'max_tokens', 4, 4e-3)  # (a budget of tokens: a value not comparable to iters)
+    assert stats.tuned_lr(here + tokens, '1x32', ('max_tokens', 9)) == (4e-3, '1x32', ('max_tokens', 4))
+    assert stats.tuned_lr(here + tokens, '1x32', ('max_flops', 1e9))[0] == 1e-3  # the largest value
+    elsewhere = grid('2x64', 'max_iters', 20, 4e-3) + grid('4x64', 'max_iters', 20, 2e-3, lrs=(1e-3, 2e-3, 4e-3, 8e-3))
+    assert stats.tuned_lr(elsewhere, '1x32', ('max_iters', 20))[:2] == (2e-3, '4x64')
+    assert stats.tuned_lr(grid('1x32', 'max_iters', 10, 1e-3, lrs=(1e-3,)), '1x32', ('max_iters', 10)) is None
 
 
 def test_a_stray_record_of_another_setting_neither_splits_nor_removes_a_config_in_a_view(capsys):
