@@ -14,10 +14,10 @@ import textwrap
 
 from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, at_flops, card,
-                   change_marks, choose_lr, compute_multiplier, differing, frontier, gap_text,
-                   groups, interval, key_id, mean_std, paired_gap, read_many, run_id, say_once,
-                   seeds_text, setting, spread_text)
+from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, PER_CONFIG, PER_CONFIG_BUDGETS, REFERENCES, SHAPE,
+                   arch_key, at_flops, card, change_marks, choose_lr, compute_multiplier, differing,
+                   frontier, gap_text, groups, interval, key_id, mean_std, paired_gap, read_many,
+                   run_id, say_once, seeds_text, setting, spread_text)
 
 
 
@@ -137,7 +137,8 @@ def summary_rows(records):
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
             setting=cell, **{view: key_id(setting(first, drop)) for view, drop in (
-                ('context', ARCH), ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE))},
+                ('context', ARCH + (PER_CONFIG if first['budget'] in PER_CONFIG_BUDGETS else ())),
+                ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE))},
             transfer=key_id({**setting(first, ARCH + BUDGET + SHAPE + CONTEXT),  # (it matches
                              'budget': TOKEN_BUDGETS.get(first['budget'], first['budget'])}),  # tokens)
             data=plain['data'],
@@ -342,10 +343,12 @@ def regime_groups(rows):
 
 
 def tokens_per_param(rs):
-    """{budget_value: training tokens per gpt parameter there} (each config's own is within 1%)."""
-    params = next((r['params'] for r in rs if r['config'] == 'gpt'), rs[0]['params'])
-    return {v: mean_std([r['tokens'] for r in g])[0] / params
-            for (v,), g in groups(rs, 'budget_value').items()}
+    """{budget_value: gpt's training tokens per gpt parameter there, where gpt ran (a budget of
+    FLOPs gives each config its own tokens), else the rows' (at equal tokens, within 1%)}."""
+    params, out = next((r['params'] for r in rs if r['config'] == 'gpt'), rs[0]['params']), {}
+    for (v,), g in groups(rs, 'budget_value').items():
+        out[v] = mean_std([r['tokens'] for r in [x for x in g if x['config'] == 'gpt'] or g])[0] / params
+    return out
 
 
 def per_param(x):
@@ -462,7 +465,7 @@ def flops_tables(rs):
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
-    out, known = [], all(r['flops'] > 0 for r in rs) and add_flops_gaps(rs)
+    out, known = [], any(r['flops'] > 0 for r in rs) and add_flops_gaps(rs)  # (rows without: –)
     for ref in references(rs) if known else ():
         ratio = flops_ratios(rs, ref)
         lines = [([n, ratio.get((n, None), '–')], [cell.get((n, v)) for v in budgets])
@@ -498,7 +501,8 @@ def plot_regime(rs, png, title):
             ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
             half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            ax.fill_between(xs, lo, hi, where=[r['n'] >= BAND_SEEDS for r in g],
+            ax.fill_between(xs, lo, hi, where=[r['n' if ref is None else f'{y}_n'] >= BAND_SEEDS
+                                               for r in g],
                             color=f"C{i % 10}", alpha=0.15)  # a band where the seeds allow one
             lows, highs = lows + lo, highs + hi
         if ref is not None:
@@ -510,7 +514,7 @@ def plot_regime(rs, png, title):
         ax.minorticks_off()
         ax.set_title("val loss (no gpt or llama runs to compare with)" if ref is None else
                      f"gap to {ref} (below 0: better than {ref})", fontsize=10)
-    seeds = n_text([r['n'] for r in rs], '; band: 95% CI where 3+', BAND_SEEDS)
+    seeds = n_text([r['n'] for r in rs], '; band: 95% CI where 3+ seeds pair', BAND_SEEDS)
     suptitle(fig, f"{title} ({seeds})")
     return save_png(fig, png, axes[0], ['training tokens per parameter (the budgets)'] * len(refs),
                     f'val loss ({unit(rs)})' if refs == [None]

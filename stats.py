@@ -416,10 +416,13 @@ def paired_gap(row, base):
 
 def at_flops(g, flops):
     """{seed: val loss at training FLOPs `flops`} of one config's rows g (its budgets, each at its
-    best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed; None
-    outside them (never extrapolated)."""
+    best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed (at a
+    budget's own FLOPs, that budget's seeds); None outside them (never extrapolated)."""
     g = sorted(g, key=lambda r: r['flops'])
-    for lo, hi in zip(g, g[1:] or g):
+    for r in g if flops > 0 else ():  # at a budget's own FLOPs: its seeds, not the pair's in common
+        if math.isclose(r['flops'], flops, rel_tol=1e-9):
+            return {x['seed']: x['val_loss'] for x in r['runs']}
+    for lo, hi in zip(g, g[1:]):
         if 0 < lo['flops'] <= flops <= hi['flops']:
             span = math.log(hi['flops'] / lo['flops'])
             w = math.log(flops / lo['flops']) / span if span else 0.0
@@ -466,6 +469,9 @@ NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')
 SHAPE = ('n_layer', 'n_head', 'n_embd')
 BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds',
           'warmup_iters')
+# what a sweep sets for each config from a budget of FLOPs or seconds: at one such budget the configs
+# compared differ in them (at a budget of iterations or tokens they are the setting's)
+PER_CONFIG, PER_CONFIG_BUDGETS = ('max_iters', 'lr_decay_iters', 'warmup_iters'), ('max_flops', 'max_seconds')
 # what a second shape may also change: its corpus, batch, machine
 CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype',
            'compile', 'eval_iters', 'eval_seed', 'threads')

@@ -1277,7 +1277,7 @@ def guide_claims():
     out.append(f"the parameters (marked where more than {report.MATCH_TOLERANCE:.0%} from gpt's)")
     out.append(f"({stats.t_quantile(0.975, 1):.2f} standard errors for two seeds, {stats.t_quantile(0.975, 2):.2f} for "
                f"three, {stats.t_quantile(0.975, 9):.2f} for ten)")
-    out.append(f"where a config has {report.BAND_SEEDS}+ seeds")
+    out.append(f"where a gap pairs {report.BAND_SEEDS}+ seeds")
     near = re.search(r'math\.log\(([\d.]+)\)', inspect.getsource(report.matched_budgets)).group(1)
     out.append(f"(budgets within {near}× of each other)")
     mt = mark_tests()

@@ -201,6 +201,63 @@ def test_the_equal_flops_table_reads_the_reference_between_its_budgets_and_never
     assert stats.at_flops(g, 6401.0) is None and stats.at_flops(g, 399.0) is None
 
 
+def test_equal_flops_at_a_budgets_own_flops_reads_its_seeds_and_a_row_without_flops_is_only_itself_unread():
+    """At a budget's own FLOPs the reference's loss is that budget's, over all its seeds (gpt tuned at 400
+    with seeds 1-3, its neighbours on seed 1 only): not the seeds the two budgets around it share. A row
+    without recorded FLOPs (an older run) gets '–', and the other rows keep their equal-FLOPs gaps."""
+    recs = [{**record('gpt', s, 3.0 + s / 10, budget=100), 'flops': 100.0} for s in (1,)]
+    recs += [{**record('gpt', s, 2.0 + s / 10, budget=400), 'flops': 400.0} for s in (1, 2, 3)]
+    recs += [{**record('gpt', s, 1.5, budget=1600), 'flops': 1600.0} for s in (1,)]
+    recs += [{**record('x', s, 1.9 + s / 10 - s * s / 100, budget=400), 'flops': 400.0} for s in (1, 2, 3)]
+    recs += [{**record('y', s, 2.0, budget=b), 'flops': None} for s in (1, 2) for b in (100, 400)]
+    g = [r for r in report.summary_rows(recs) if r['config'] == 'gpt']
+    assert stats.at_flops(g, 400.0) == pytest.approx({1: 2.1, 2: 2.2, 3: 2.3})
+    assert stats.at_flops(g, 0) is None  # unknown FLOPs: no reading
+    rs = next(iter(report.regime_groups(report.summary_rows(recs)).values()))
+    text = report.flops_tables(rs)
+    x = next(l for l in text.splitlines() if l.startswith('| x |')).strip('| ').split(' | ')
+    # x - gpt at 400, seed by seed: 1.99 - 2.1, 2.06 - 2.2, 2.11 - 2.3: three seeds, not seed 1's alone
+    assert x[1] == '1.00x' and x[3].startswith('-0.1467 ± ') and x[3].endswith('(n=3)'), x
+    y = next(l for l in text.splitlines() if l.startswith('| y |')).strip('| ').split(' | ')
+    assert y[1:] == ['–', '–', '–', '–'], y
+
+
+def test_a_budget_of_flops_compares_configs_that_ran_their_own_iterations():
+    """Under --max_flops each config runs its own max_iters (and lr_decay_iters, warmup): the configs at one
+    FLOPs budget are one setting, paired by seed, and the budget's tokens per parameter are gpt's; at a
+    budget of iterations a setting that differs in warmup_iters (an ablation) stays a setting of its own."""
+    def at(config, seed, val, iters, **kw):
+        r = record(config, seed, val, budget=1000, **kw)
+        return {**r, 'budget': 'max_flops', 'tokens': 10 * iters * 32,
+                'key': {**r['key'], 'budget': 'max_flops', 'max_flops': 1000, 'max_iters': iters,
+                        'lr_decay_iters': iters, 'warmup_iters': iters // 10}}
+    recs = [at('gpt', s, 3.0 + s / 10, 100) for s in (1, 2)] + [at('x', s, 2.9 + s / 10, 150) for s in (1, 2)]
+    recs += [{**r, 'budget_value': 2000, 'key': {**r['key'], 'budget_value': 2000, 'max_flops': 2000}}
+             for r in recs]
+    rows = report.summary_rows(recs)
+    assert all(r.get('vs_gpt', '').startswith('-0.1000 ± 0.0000 (n=2)') for r in rows if r['config'] == 'x')
+    assert report.tokens_per_param(rows) == {1000: 100 * 10 * 32 / 3200, 2000: 100 * 10 * 32 / 3200}
+    ablation = [record(c, 1, 3.0, budget=100, warmup_iters=w) for c in ('gpt', 'x') for w in (5, 50)]
+    assert all('vs_gpt' in r for r in report.summary_rows(ablation) if r['config'] == 'x')
+
+
+def test_the_regime_plot_draws_a_gaps_band_only_where_three_pairs_stand_behind_it(monkeypatch):
+    """A config with three seeds of which two pair with gpt's: no band around its gap to gpt (a 2-pair
+    t interval is 12.7 sds wide), a band around its gap to llama, with which all three pair."""
+    if report.pyplot() is None:
+        pytest.skip('no matplotlib')
+    recs = [record(c, s, v + s / 50 + b / 1e4, budget=b) for b in (100, 200)
+            for c, v, seeds in (('gpt', 3.0, (1, 2, 3)), ('llama', 2.8, (1, 2, 4)), ('x', 2.9, (1, 2, 4)))
+            for s in seeds]
+    rs = next(iter(report.regime_groups(report.summary_rows(recs)).values()))
+    drawn = {}
+    monkeypatch.setattr(report, 'save_png', lambda fig, png, axes, *a: drawn.update(axes=list(axes)))
+    report.plot_regime(rs, 'unused.png', 'title')
+    to_gpt, to_llama = drawn['axes']
+    band = {ax: [c for c in ax.collections if len(c.get_paths())] for ax in (to_gpt, to_llama)}
+    assert len(band[to_gpt]) == 0 and len(band[to_llama]) == 1  # x against llama (seeds 1, 2, 4): a band
+
+
 def test_t_quantiles_and_intervals_have_their_known_values():
     """Student's t: 12.706 at 1 degree of freedom, 4.303 at 2, 2.262 at 9, 1.960 in the limit; the 99%
     point at 1 is 63.657. An interval is mean ± t x sd / sqrt(n); one value has none."""
