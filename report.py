@@ -499,11 +499,11 @@ def plot_regime(rs, png, title):
                 continue
             xs = [tpp[r['budget_value']] for r in g]
             ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
-            half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) for r in g]
+            band = [r['n' if ref is None else f'{y}_n'] >= BAND_SEEDS for r in g]  # where the
+            half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) if b else 0  # seeds
+                    for r, b in zip(g, band)]  # allow one (the frame holds what is drawn)
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
-            ax.fill_between(xs, lo, hi, where=[r['n' if ref is None else f'{y}_n'] >= BAND_SEEDS
-                                               for r in g],
-                            color=f"C{i % 10}", alpha=0.15)  # a band where the seeds allow one
+            ax.fill_between(xs, lo, hi, where=band, color=f"C{i % 10}", alpha=0.15)
             lows, highs = lows + lo, highs + hi
         if ref is not None:
             ax.axhline(0, color='black', linewidth=1)

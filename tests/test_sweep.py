@@ -246,7 +246,7 @@ def test_the_regime_plot_draws_a_gaps_band_only_where_three_pairs_stand_behind_i
     t interval is 12.7 sds wide), a band around its gap to llama, with which all three pair."""
     if report.pyplot() is None:
         pytest.skip('no matplotlib')
-    recs = [record(c, s, v + s / 50 + b / 1e4, budget=b) for b in (100, 200)
+    recs = [record(c, s, v + (s if c == 'gpt' else s * s) / 50 + b / 1e4, budget=b) for b in (100, 200)
             for c, v, seeds in (('gpt', 3.0, (1, 2, 3)), ('llama', 2.8, (1, 2, 4)), ('x', 2.9, (1, 2, 4)))
             for s in seeds]
     rs = next(iter(report.regime_groups(report.summary_rows(recs)).values()))
@@ -256,6 +256,10 @@ def test_the_regime_plot_draws_a_gaps_band_only_where_three_pairs_stand_behind_i
     to_gpt, to_llama = drawn['axes']
     band = {ax: [c for c in ax.collections if len(c.get_paths())] for ax in (to_gpt, to_llama)}
     assert len(band[to_gpt]) == 0 and len(band[to_llama]) == 1  # x against llama (seeds 1, 2, 4): a band
+    # the frame holds what is drawn: the points and 0, with 8% to spare, not the undrawn 2-pair intervals
+    gaps = [r['gap'] for r in rs if 'gap' in r] + [0.0]
+    spare = 0.08 * (max(gaps) - min(gaps))
+    assert to_gpt.get_ylim() == pytest.approx((min(gaps) - spare, max(gaps) + spare))
 
 
 def test_t_quantiles_and_intervals_have_their_known_values():
