@@ -14,10 +14,10 @@ import textwrap
 
 from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, PER_CONFIG, PER_CONFIG_BUDGETS, REFERENCES, SHAPE,
-                   arch_key, at_flops, card, change_marks, choose_lr, compute_multiplier, differing,
-                   frontier, gap_text, groups, interval, key_id, mean_std, paired_gap, read_many,
-                   run_id, say_once, seeds_text, setting, spread_text)
+from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, at_flops,
+                   bound_text, card, change_marks, choose_lr, compared, compute_multiplier,
+                   differing, frontier, gap_text, groups, interval, key_id, mean_std, paired_gap,
+                   read_many, run_id, say_once, seeds_text, setting, spread_text)
 
 
 
@@ -108,6 +108,7 @@ def view_table(lines, first, columns, text, y=None, paired=False):
 # a transfer view reads shapes at matching tokens per parameter: a budget of iterations and one of
 # tokens are one kind there (FLOPs and seconds are not: at one budget the configs' tokens differ)
 TOKEN_BUDGETS = {'max_tokens': 'max_iters'}
+SIZE = (*SHAPE, 'size')  # (an older record's key names its shape 'size')
 
 def summary_rows(records):
     """One row per run setting: its best lr, the val loss there over its distinct seeds (a seed
@@ -137,9 +138,9 @@ def summary_rows(records):
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
         rows.append(dict(
             setting=cell, **{view: key_id(setting(first, drop)) for view, drop in (
-                ('context', ARCH + (PER_CONFIG if first['budget'] in PER_CONFIG_BUDGETS else ())),
-                ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SHAPE))},
-            transfer=key_id({**setting(first, ARCH + BUDGET + SHAPE + CONTEXT),  # (it matches
+                ('context', compared(first)),
+                ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SIZE))},
+            transfer=key_id({**setting(first, ARCH + BUDGET + SIZE + CONTEXT),  # (it matches
                              'budget': TOKEN_BUDGETS.get(first['budget'], first['budget'])}),  # tokens)
             data=plain['data'],
             shape_context={k: v for k, v in plain.items() if k in CONTEXT},
@@ -248,8 +249,8 @@ def table(rows):
 
 def scaling_rows(rows):
     """Per (config, size, budget) of one setting (less shape and budget): mean FLOPs and loss, and
-    the compute multiplier against gpt's frontier; an upper bound ('≤') on a stretch whose ends
-    did not both have an lr grid with the best inside (a tuned gpt could only need fewer FLOPs)."""
+    the compute multiplier against gpt's frontier, or a bound (bound_text): an lr is tuned where
+    its grid had the best inside (gpt's at both ends of the stretch read, or its lowest point)."""
     out = []
     for _, rs in groups(rows, 'transfer').items():
         ref = [r for r in rs if r['config'] == 'gpt']
@@ -260,8 +261,9 @@ def scaling_rows(rows):
             m, why, used = (compute_multiplier(points, r['flops'], r['val']) if len(ref) >= 2
                             else (None, 'no gpt curve', ()))
             on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
-            text = why if m is None else (f"{m:.2f}" if on_front or all(p in tuned for p in used)
-                                          else f"≤ {m:.2f} (gpt's lr not tuned there)")
+            text = bound_text(m, why, on_front or (all(p in tuned for p in used) if m is not None
+                                                   else bool(front) and front[-1] in tuned),
+                              r['config'] == 'gpt' or r['tuned'])
             off = r['config'] == 'gpt' and not on_front
             out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
@@ -529,8 +531,8 @@ SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 def schedule_groups(rows):
     """{setting less architecture and schedule (not budget): its rows}, of those at 2+ schedules."""
-    return views(groups([dict(r, unscheduled=key_id(setting(r['runs'][0], ARCH + SCHEDULE)))
-                         for r in rows], 'unscheduled'), 'schedule')
+    return views(groups([dict(r, unscheduled=key_id(setting(first, compared(first) + SCHEDULE)))
+                         for r in rows for first in r['runs'][:1]], 'unscheduled'), 'schedule')
 
 
 def schedule_tables(rs):
@@ -778,7 +780,7 @@ def heading_words(r, size=True, budget=True):
 
 def extra(settings, r, size=True, budget=True):
     """{setting: value} of r's in which it differs from another setting of the same words."""
-    drop = (() if size else SHAPE) + (() if budget is True else BUDGET)
+    drop = (() if size else SIZE) + (() if budget is True else BUDGET)
     alike = [{k: v for k, v in json.loads(c).items() if k not in drop}
              for c, x in settings.items()
              if heading_words(x, size, budget) == heading_words(r, size, budget)]

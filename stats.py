@@ -356,13 +356,15 @@ def change_marks(cells, y, paired=False, names=()):
     excludes 0: 'flips', both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2);
     'doubles', b - 2a and b + 2a; 'holds', both signs, 2b - a and b - 2a. A flip by the means from a
     resolved a to a b whose sign is unknown, |b| < |a|/2 with its halving resolved (a gap that
-    collapsed to about zero), is that halving; a b of known sign keeps the flip."""
+    collapsed to about zero), is that halving; a b of known sign keeps the flip. `paired`: a and b
+    read on the seeds both have (on_shared_seeds)."""
     start = next((i for i, c in enumerate(cells) if c and y in c), len(cells) - 1)
-    a, out, since = cells[start], ['–'] * start, f"from {names[start]}: " if start and names else ''
+    base, out, since = cells[start], ['–'] * start, f"from {names[start]}: " if start and names else ''
     for b in cells[start + 1:]:
         if not (b and y in b):
             out.append('–')
             continue
+        a, b, on = on_shared_seeds(base, b, y) if paired else (base, b, '')
         word = ('flips' if a[y] * b[y] < 0 else 'halves' if abs(b[y]) < abs(a[y]) / 2
                 else 'doubles' if abs(b[y]) > 2 * abs(a[y]) else 'holds')
         signs = not (holds_zero(a[y], a[f'{y}_half']) or holds_zero(b[y], b[f'{y}_half']))
@@ -378,8 +380,22 @@ def change_marks(cells, y, paired=False, names=()):
                     'holds': signs and tests[1, 2] and tests[2, 1]}[word]
         delta, half = contrast(a, b, y, 1, 1, paired)
         out.append(since + word + ('' if resolved else ' (unresolved)') + f"; Δ {delta:+.4f}"
-                   + (f" ± {half:.4f}" if half is not None else ''))
+                   + (f" ± {half:.4f}" if half is not None else '') + on)
     return out
+
+
+def on_shared_seeds(a, b, y):
+    """Rows a and b of a paired change, each read on the seeds both have (the word, the tests and Δ
+    on one set of seeds), and ' on seeds …' where that leaves some out; as they are if none is shared."""
+    sa, sb = (r.get(f'{y}_by_seed') or {} for r in (a, b))
+    common = sorted(set(sa) & set(sb))
+    if not common or set(sa) == set(sb):
+        return a, b, ''
+
+    def on(by):
+        mean, half, _ = interval([by[s] for s in common])
+        return {y: mean, f'{y}_half': half, f'{y}_by_seed': {s: by[s] for s in common}}
+    return on(sa), on(sb), f" on {seeds_text(common)}"
 
 
 def gap_text(mean, half, n):
@@ -446,6 +462,9 @@ def compute_multiplier(reference, flops, loss):
     reach `loss` (linear in log-FLOPs), over `flops`: (multiplier, None, the two points read
     between), or (None, why, ()) outside the frontier's range: no extrapolation."""
     pts = frontier(reference)
+    for f, l in pts:  # (a frontier point's own loss: also a frontier of one point)
+        if l == loss:
+            return f / flops, None, ((f, l),)
     for (f0, l0), (f1, l1) in zip(pts, pts[1:]):
         if l1 <= loss <= l0:
             x = math.log(f0) + (loss - l0) * (math.log(f1) - math.log(f0)) / (l1 - l0)
@@ -453,6 +472,19 @@ def compute_multiplier(reference, flops, loss):
     if loss < pts[-1][1]:
         return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)", ()
     return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)", ()
+
+
+def bound_text(m, why, gpt_ok, own_ok):
+    """A compute multiplier as a table gives it (m, why: compute_multiplier's): measured where gpt's
+    lr and the config's were tuned (`gpt_ok`, `own_ok`), else a bound in the direction an untuned lr
+    could move it (a tuned gpt could only need fewer FLOPs: '≤'; a tuned config could only do better:
+    '≥'), none where neither was; beyond gpt's frontier, why's bound where the lr it rests on was tuned
+    (gpt's lowest point for '>', the config's for '<')."""
+    if m is None:
+        ok, whose = (gpt_ok, 'gpt') if why.startswith('>') else (own_ok, 'its')
+        return why if ok or why[:1] not in '<>' else f"{why}, no bound: {whose} lr not tuned there"
+    return (f"{m:.2f}" if gpt_ok and own_ok else f"≤ {m:.2f} (gpt's lr not tuned there)" if own_ok
+            else f"≥ {m:.2f} (its lr not tuned)" if gpt_ok else f"{m:.2f}, no bound: neither lr tuned there")
 
 
 # -----------------------------------------------------------------------------
@@ -472,11 +504,18 @@ BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flop
 # what a sweep sets for each config from a budget of FLOPs or seconds: at one such budget the configs
 # compared differ in them (at a budget of iterations or tokens they are the setting's)
 PER_CONFIG, PER_CONFIG_BUDGETS = ('max_iters', 'lr_decay_iters', 'warmup_iters'), ('max_flops', 'max_seconds')
+
 # what a second shape may also change: its corpus, batch, machine
 CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype',
            'compile', 'eval_iters', 'eval_seed', 'threads')
 ARCH = ('config', *(f.name for f in dataclasses.fields(GPTConfig)
                     if f.name not in (*SHAPE, 'block_size', 'vocab_size', 'dropout')))
+
+
+def compared(r):
+    """What configs compared with record r may differ in: the architecture, and what the sweep sets
+    for each config at r's budget (PER_CONFIG, at a budget of FLOPs or seconds)."""
+    return ARCH + (PER_CONFIG if r['budget'] in PER_CONFIG_BUDGETS else ())
 
 
 def run_id(key):

@@ -218,21 +218,43 @@ def test_results_file_round_trips_into_table_and_plot(tmp_path, capsys):
         assert open(tmp_path / 'sweep.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
+@pytest.mark.parametrize('gpt_tuned, own_tuned', [(True, True), (False, True), (True, False), (False, False)])
+def test_a_multiplier_is_a_bound_in_the_direction_an_untuned_lr_could_move_it(gpt_tuned, own_tuned):
+    """A tuned gpt could only need fewer FLOPs (an upper bound, '≤'), a tuned config could only do better
+    (a lower bound, '≥'), neither tuned: no bound. Beyond gpt's lowest loss '>' holds only if gpt's lowest
+    point was tuned; above its highest, '<' only if the config's lr was. A frontier of one point reads
+    gpt's own point as 1.00."""
+    ref = [(f, 10 - 0.5 * math.log10(f)) for f in (1e10, 1e11, 1e12)]
+    rows = [dict(config='gpt', transfer='t', flops=f, val=l, tuned=gpt_tuned) for f, l in ref]
+    rows += [dict(config='x', transfer='t', flops=f, val=l, tuned=own_tuned)
+             for f, l in ((1e11, 10 - 0.5 * math.log10(3e11)), (1e12, 3.5), (1e10, 9.0))]
+    marks = {(r['config'], r['flops']): r['multiplier'] for r in report.scaling_rows(rows)}
+    assert marks['x', 1e11] == {(True, True): '3.00', (False, True): "≤ 3.00 (gpt's lr not tuned there)",
+                                (True, False): '≥ 3.00 (its lr not tuned)',
+                                (False, False): '3.00, no bound: neither lr tuned there'}[gpt_tuned, own_tuned]
+    below, above = "> 1.00 (below gpt's lowest loss)", "< 1.00 (above gpt's highest loss)"
+    assert marks['x', 1e12] == below + ('' if gpt_tuned else ', no bound: gpt lr not tuned there')
+    assert marks['x', 1e10] == above + ('' if own_tuned else ', no bound: its lr not tuned there')
+    one = [dict(config='gpt', transfer='t', flops=f, val=l, tuned=True) for f, l in ((1e10, 5.0), (1e11, 5.5))]
+    assert [r['multiplier'] for r in report.scaling_rows(one)] == ['1.00', "< 0.10 (above gpt's highest loss) (off gpt's frontier)"]
+
+
 @pytest.mark.parametrize('gpt_grid', [True, False])
 def test_scaling_report_has_multipliers(tmp_path, capsys, gpt_grid):
-    """Multipliers are measured on a gpt frontier whose points each had an lr grid with the best inside,
-    and are upper bounds (≤) where gpt ran one lr."""
+    """Multipliers are measured where gpt's frontier points and the config each had an lr grid with the
+    best inside, and are no bound where both ran one lr."""
     path = str(tmp_path / 'scaling.jsonl')
     for size, f, g_loss, m_loss in [('2x64', 1e10, 3.0, 2.9), ('4x128', 1e11, 2.5, 2.45), ('6x192', 1e12, 2.0, 1.9)]:
         stats.append_record(path, fake_record('gpt', 1, 1e-3, g_loss, size=size, flops=f))
         for lr in (5e-4, 2e-3) if gpt_grid else ():  # both worse: 1e-3 is the best, inside the grid
             stats.append_record(path, fake_record('gpt', 1, lr, g_loss + 0.1, size=size, flops=f))
+            stats.append_record(path, fake_record('gmlp', 1, lr, m_loss + 0.1, size=size, flops=f * 1.1))
         stats.append_record(path, fake_record('gmlp', 1, 1e-3, m_loss, size=size, flops=f * 1.1))
     report.sweep_report(sweep.SweepConfig(), path, str(tmp_path / 'scaling.png'))
     out = capsys.readouterr().out
     # gmlp at 1.1e11 reaches 2.45: gpt needs 1e11 * 10^(0.05/0.5) = 1.259e11 -> 1.14x
     assert '| gmlp | 4x128 |' in out
-    assert ('| 1.14 |' in out) == gpt_grid and ("| ≤ 1.14 (gpt's lr not tuned there) |" in out) != gpt_grid
+    assert ('| 1.14 |' in out) == gpt_grid and ("| 1.14, no bound: neither lr tuned there |" in out) != gpt_grid
     assert "below gpt's lowest loss" in out  # 6x192: 1.9 < gpt's best 2.0, no extrapolation
     if report.pyplot() is not None:
         assert os.path.exists(tmp_path / 'scaling-max_iters-adamw-scaling.png')

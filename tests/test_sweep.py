@@ -1057,6 +1057,37 @@ def test_the_schedule_view_compares_each_gap_under_each_schedule():
     assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves; Δ +0.1500 ± 0.0000 |' in text
 
 
+def test_a_schedule_mark_reads_both_gaps_on_the_seeds_both_schedules_share():
+    """Seeds 1-6 under wsd, 1-3 under cosine: the mark's word, its tests and its Δ are read on seeds 1-3
+    (where the gap goes from -0.02 to -0.10: a resolved doubling), not the word from six seeds' mean
+    (-0.06: 'holds') with tests on three, and the cell says on which seeds."""
+    wsd = {'gpt': [2.0] * 6, 'x': [1.98, 1.979, 1.981, 1.9, 1.9, 1.9]}
+    cosine = {'gpt': [2.1] * 3, 'x': [2.0, 1.99, 2.01]}
+    recs = [{**record(n, seed, v, budget=100, lr_schedule=sched), 'schedule': sched}
+            for sched, vals in (('wsd', wsd), ('cosine', cosine)) for n, losses in vals.items()
+            for seed, v in enumerate(losses, 1)]
+    group, = report.schedule_groups(report.summary_rows(recs)).values()
+    line = next(l for l in report.schedule_tables(group).split('Gap to llama')[0].splitlines()
+                if l.startswith('| x | -0.0'))
+    assert line.endswith('| doubles; Δ -0.0800 ± 0.0224 on seeds 1-3 |'), line  # 4.303 x 0.009 / sqrt 3
+    # under a budget of FLOPs each config ran its own max_iters: still one setting, one view with its gaps
+    flops = [{**r, 'budget': 'max_flops', 'key': {**r['key'], 'budget': 'max_flops', 'max_flops': 100,
+                                                  'max_iters': 100 + 7 * (r['config'] == 'x')}} for r in recs]
+    group, = report.schedule_groups(report.summary_rows(flops)).values()
+    assert '| x | -0.0600 ± ' in report.schedule_tables(group)
+
+
+def test_an_older_records_size_in_its_key_is_a_shape_the_scaling_view_spans():
+    """Records from before the key named n_layer and n_embd name the shape 'size' in their key: they are
+    one setting at several sizes (a scaling view, its heading not naming one size), not a table per size."""
+    old = [{**r, 'key': {**{k: v for k, v in r['key'].items() if k not in ('n_layer', 'n_embd')},
+                         'size': r['size']}}
+           for size in ('1x32', '2x64') for c in ('gpt', 'x') for r in [record(c, 1, 2.0, size=size)]]
+    rows = report.summary_rows(old)
+    assert len({r['scaling'] for r in rows}) == 1
+    assert 'size=' not in report.heading({r['context']: r for r in rows}, rows[0], size=False, budget=False)
+
+
 def test_a_doubling_or_halving_is_called_only_where_its_interval_resolves_it():
     """'doubles' and 'halves' are read off the means; the mark is resolved only where the interval of its
     ratio test excludes 0 (later - 2 x first for doubles, 2 x later - first for halves), paired by seed
