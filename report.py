@@ -14,9 +14,9 @@ import textwrap
 
 from configurator import HERE, UsageError, atomic_write, regular_file
 from model import MATCH_TOLERANCE
-from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, REFERENCES, SHAPE, arch_key, at_flops,
-                   bound_text, card, change_marks, choose_lr, compared, compute_multiplier,
-                   differing, frontier, gap_text, groups, interval, key_id, mean_std, paired_gap,
+from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, PER_CONFIG_BUDGETS, REFERENCES, SIZE, arch_key,
+                   at_flops, bound_text, card, change_marks, choose_lr, compared, compute_multiplier,
+                   differing, frontier, gap_fields, groups, interval, key_id, mean_std, paired_gap,
                    read_many, run_id, say_once, seeds_text, setting, spread_text)
 
 
@@ -105,11 +105,6 @@ def view_table(lines, first, columns, text, y=None, paired=False):
 # -----------------------------------------------------------------------------
 # the sweep summary: a row per setting
 
-# a transfer view reads shapes at matching tokens per parameter: a budget of iterations and one of
-# tokens are one kind there (FLOPs and seconds are not: at one budget the configs' tokens differ)
-TOKEN_BUDGETS = {'max_tokens': 'max_iters'}
-SIZE = (*SHAPE, 'size')  # (an older record's key names its shape 'size')
-
 def summary_rows(records):
     """One row per run setting: its best lr, the val loss there over its distinct seeds (a seed
     recorded twice, from two folders, is said, not averaged), the paired gap to each reference."""
@@ -136,12 +131,14 @@ def summary_rows(records):
         how = ("the only lr" if len(by_lr) == 1
                else f"best of {len(by_lr)} on {seeds_text(chosen_on)}")
         means = {k: mean_std([r['val_loss'] for r in v.values()]) for k, v in by_lr.items()}
+        # a transfer view matches shapes by tokens per parameter: budgets of iterations and of
+        # tokens are one kind there (of FLOPs or seconds, not: at one, the configs' tokens differ)
+        kind = first['budget'] if first['budget'] in PER_CONFIG_BUDGETS else 'max_iters'
         rows.append(dict(
             setting=cell, **{view: key_id(setting(first, drop)) for view, drop in (
                 ('context', compared(first)),
                 ('regime', ARCH + BUDGET), ('scaling', ARCH + BUDGET + SIZE))},
-            transfer=key_id({**setting(first, ARCH + BUDGET + SIZE + CONTEXT),  # (it matches
-                             'budget': TOKEN_BUDGETS.get(first['budget'], first['budget'])}),  # tokens)
+            transfer=key_id({**setting(first, ARCH + BUDGET + SIZE + CONTEXT), 'budget': kind}),
             data=plain['data'],
             shape_context={k: v for k, v in plain.items() if k in CONTEXT},
             data_dir=first['data_dir'], corpus=first.get('corpus', first['data_dir']),
@@ -261,9 +258,7 @@ def scaling_rows(rows):
             m, why, used = (compute_multiplier(points, r['flops'], r['val']) if len(ref) >= 2
                             else (None, 'no gpt curve', ()))
             on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
-            text = bound_text(m, why, on_front or (all(p in tuned for p in used) if m is not None
-                                                   else bool(front) and front[-1] in tuned),
-                              r['config'] == 'gpt' or r['tuned'])
+            text = bound_text(m, why, on_front or all(p in tuned for p in used), on_front or r['tuned'])
             off = r['config'] == 'gpt' and not on_front
             out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
@@ -346,10 +341,11 @@ def regime_groups(rows):
 
 def tokens_per_param(rs):
     """{budget_value: gpt's training tokens per gpt parameter there, where gpt ran (a budget of
-    FLOPs gives each config its own tokens), else the rows' (at equal tokens, within 1%)}."""
+    FLOPs gives each config its own tokens), else the rows'}."""
     params, out = next((r['params'] for r in rs if r['config'] == 'gpt'), rs[0]['params']), {}
     for (v,), g in groups(rs, 'budget_value').items():
-        out[v] = mean_std([r['tokens'] for r in [x for x in g if x['config'] == 'gpt'] or g])[0] / params
+        g = [r for r in g if r['config'] == 'gpt'] or g
+        out[v] = mean_std([r['tokens'] for r in g])[0] / params
     return out
 
 
@@ -439,9 +435,7 @@ def add_flops_gaps(rs):
             by_seed = {x['seed']: x['val_loss'] - at[x['seed']]
                        for x in r['runs'] if x['seed'] in at}
             if by_seed:
-                gap, half, n = interval(list(by_seed.values()))
-                r.update({y: gap, f'{y}_half': half, f'{y}_by_seed': by_seed,
-                          f'{y}_text': gap_text(gap, half, n)})
+                r.update(gap_fields(y, by_seed))
     return rs
 
 
@@ -531,8 +525,10 @@ SCHEDULE = ('lr_schedule', 'cooldown_frac', 'decay_lr', 'warmup_iters')
 
 def schedule_groups(rows):
     """{setting less architecture and schedule (not budget): its rows}, of those at 2+ schedules."""
-    return views(groups([dict(r, unscheduled=key_id(setting(first, compared(first) + SCHEDULE)))
-                         for r in rows for first in r['runs'][:1]], 'unscheduled'), 'schedule')
+    def unscheduled(first):  # (a row's first run's setting)
+        return key_id(setting(first, compared(first) + SCHEDULE))
+    return views(groups([dict(r, unscheduled=unscheduled(r['runs'][0])) for r in rows],
+                        'unscheduled'), 'schedule')
 
 
 def schedule_tables(rs):

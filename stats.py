@@ -5,6 +5,7 @@ the seed and the lr grid), and the statistics over seeds (t intervals, paired ga
 setting, the marks of what a gap does from one setting to another); and the tools' command lines (their own flags, train.py's passed on, configs by name).
 The tables and plots drawn from them are report.py's.
 """
+import collections
 import dataclasses
 import glob
 import json
@@ -352,8 +353,9 @@ def change_marks(cells, y, paired=False, names=()):
     """What gap `y` does from the first of `cells` (rows or None) that has one, a, to each later
     one, b: 'flips' (signs differ), 'halves' (|b| < |a| / 2), 'doubles' (|b| > 2 |a|) or 'holds',
     and the change b - a ± its interval (contrast); '–' where b has none, and under a and the cells
-    before it; where a is not the first cell, 'from <its name in `names`>: ' first. A word is '(unresolved)' unless every inequality it claims has a test whose interval
-    excludes 0: 'flips', both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2);
+    before it; where a is not the first cell, 'from <its name in `names`>: ' first. A word is
+    '(unresolved)' unless every inequality it claims has a test whose interval excludes 0: 'flips',
+    both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2);
     'doubles', b - 2a and b + 2a; 'holds', both signs, 2b - a and b - 2a. A flip by the means from a
     resolved a to a b whose sign is unknown, |b| < |a|/2 with its halving resolved (a gap that
     collapsed to about zero), is that halving; a b of known sign keeps the flip. `paired`: a and b
@@ -372,8 +374,10 @@ def change_marks(cells, y, paired=False, names=()):
         tests = {k: not holds_zero(*contrast(a, b, y, *k, paired))
                  for k in ((1, 2), (-1, 2), (2, 1), (-2, 1))}
         halving, doubling = tests[1, 2] and tests[-1, 2], tests[2, 1] and tests[-2, 1]
-        a_known = not holds_zero(a[y], a[f'{y}_half'])  # (and the means' |b| < |a|/2: 2b - a and
-        if (word == 'flips' and a_known and holds_zero(b[y], b[f'{y}_half'])  # 2b + a apart)
+        # a collapse to about 0: a resolved a, b's sign unknown, the means' |b| < |a|/2 (2b - a and
+        # 2b + a apart, resolved)
+        a_known = not holds_zero(a[y], a[f'{y}_half'])
+        if (word == 'flips' and a_known and holds_zero(b[y], b[f'{y}_half'])
                 and abs(b[y]) < abs(a[y]) / 2 and halving):
             word = 'halves'
         resolved = {'flips': signs, 'halves': halving, 'doubles': doubling,
@@ -392,10 +396,15 @@ def on_shared_seeds(a, b, y):
     if not common or set(sa) == set(sb):
         return a, b, ''
 
-    def on(by):
-        mean, half, _ = interval([by[s] for s in common])
-        return {y: mean, f'{y}_half': half, f'{y}_by_seed': {s: by[s] for s in common}}
-    return on(sa), on(sb), f" on {seeds_text(common)}"
+    return (*(gap_fields(y, {s: by[s] for s in common}) for by in (sa, sb)),
+            f" on {seeds_text(common)}")
+
+
+def gap_fields(y, by_seed):
+    """A row's fields of gap `y` from its {seed: gap}: y, y_half, y_n, y_by_seed, y_text."""
+    gap, half, n = interval(list(by_seed.values()))
+    return {y: gap, f'{y}_half': half, f'{y}_n': n, f'{y}_by_seed': by_seed,
+            f'{y}_text': gap_text(gap, half, n)}
 
 
 def gap_text(mean, half, n):
@@ -435,13 +444,13 @@ def at_flops(g, flops):
     best lr), linear in log FLOPs between its two budgets around `flops`, seed by seed (at a
     budget's own FLOPs, that budget's seeds); None outside them (never extrapolated)."""
     g = sorted(g, key=lambda r: r['flops'])
-    for r in g if flops > 0 else ():  # at a budget's own FLOPs: its seeds, not the pair's in common
-        if math.isclose(r['flops'], flops, rel_tol=1e-9):
+    for r in g:  # at a budget's own FLOPs: its seeds, not the seeds the pair around it share
+        if flops > 0 and math.isclose(r['flops'], flops, rel_tol=1e-9):
             return {x['seed']: x['val_loss'] for x in r['runs']}
     for lo, hi in zip(g, g[1:]):
         if 0 < lo['flops'] <= flops <= hi['flops']:
             span = math.log(hi['flops'] / lo['flops'])
-            w = math.log(flops / lo['flops']) / span if span else 0.0
+            w = math.log(flops / lo['flops']) / span
             a, b = ({x['seed']: x['val_loss'] for x in r['runs']} for r in (lo, hi))
             return {s: a[s] + w * (b[s] - a[s]) for s in a if s in b}
     return None
@@ -460,7 +469,8 @@ def frontier(points):
 def compute_multiplier(reference, flops, loss):
     """Primer's compute multiplier (arXiv:2109.08668): the FLOPs the reference's frontier needs to
     reach `loss` (linear in log-FLOPs), over `flops`: (multiplier, None, the two points read
-    between), or (None, why, ()) outside the frontier's range: no extrapolation."""
+    between), or (None, why, the frontier's end it is bounded by) outside its range: no
+    extrapolation."""
     pts = frontier(reference)
     for f, l in pts:  # (a frontier point's own loss: also a frontier of one point)
         if l == loss:
@@ -470,8 +480,8 @@ def compute_multiplier(reference, flops, loss):
             x = math.log(f0) + (loss - l0) * (math.log(f1) - math.log(f0)) / (l1 - l0)
             return math.exp(x) / flops, None, ((f0, l0), (f1, l1))
     if loss < pts[-1][1]:
-        return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)", ()
-    return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)", ()
+        return None, f"> {pts[-1][0] / flops:.2f} (below gpt's lowest loss)", (pts[-1],)
+    return None, f"< {pts[0][0] / flops:.2f} (above gpt's highest loss)", (pts[0],)
 
 
 def bound_text(m, why, gpt_ok, own_ok):
@@ -499,6 +509,7 @@ GRID = ('learning_rate', 'min_lr', 'lr')  # a row's lr grid (min_lr / lr stays a
 # ran, not what they scored
 NOT_MEASURED = ('seed', 'data_dir', 'eval_interval')
 SHAPE = ('n_layer', 'n_head', 'n_embd')
+SIZE = (*SHAPE, 'size')  # (an older record's key names its shape 'size')
 BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flops', 'max_seconds',
           'warmup_iters')
 # what a sweep sets for each config from a budget of FLOPs or seconds: at one such budget the configs
@@ -560,9 +571,10 @@ def tuned_lr(records, size, budget):
     """(best lr, the size and (budget kind, value) of the grid it is read from) of one config's records
     of one setting (any seed, lr, size, budget), or None without a grid (2+ lrs at one size and
     budget; a lone run at another lr is none): at `size` where a grid ran there, else at the size
-    with the most runs; there at `budget`, else a budget of its kind, else the largest."""
+    with the most runs; there at `budget`, else a budget of its kind, else the largest value (of
+    any kind)."""
     grids = groups(records, 'size', 'budget', 'budget_value')
-    runs = {s: sum(len(g) for (at, *_), g in grids.items() if at == s) for s, *_ in grids}
+    runs = collections.Counter(r['size'] for r in records)
     grids = {k: g for k, g in grids.items() if len({r['lr'] for r in g}) > 1}
     if not grids:
         return None

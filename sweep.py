@@ -267,10 +267,10 @@ def learning_rates(sweep, records, first):
                              + (f" (those it has differ in {', '.join(diff)})" if diff else "")
                              + "; run an lr grid first (--learning_rate=5e-4,1e-3,2e-3), or pass "
                              "the setting of the runs to tune from")
-        (best, at, (grid, value)), other = best, '' if best[1] == size else ', another size'
-        print(f"{key['config']} at {size}: --learning_rate=tuned is {best:g}, the best of this "
-              f"setting's lr grid at {at}, {grid}={value:g}{other}", file=sys.stderr)
-        return [best]
+        lr, at, (kind_at, value) = best
+        print(f"{key['config']} at {size}: --learning_rate=tuned is {lr:g}, the best of this "
+              f"setting's lr grid at {at}, {kind_at}={value:g}", file=sys.stderr)
+        return [lr]
     if sweep.lr_scale:
         return list(dict.fromkeys(first.fields['lr'] * f
                                   for f in numbers('lr_scale', sweep.lr_scale, float)))
@@ -698,11 +698,11 @@ def main(argv):
                 ok, plans = run_planned(sweep, plans, overrides, results_path, stopper)
             finally:
                 give_back()
-        only = {run_id(p.key) for p in plans}  # this sweep's runs; --report alone: the whole file
-        if sweep.extend_lr:  # and the grid it extends: every lr of its settings (a rerun's too)
-            cells = {grid_cell(p.key) for p in plans}
-            only |= {run_id(r['key']) for r in read_results(results_path) if grid_cell(r['key']) in cells}
-        if not ok and not any(run_id(r['key']) in only for r in read_results(results_path)):
+        only, records = {run_id(p.key) for p in plans}, read_results(results_path)  # this sweep's
+        if sweep.extend_lr:  # runs (--report alone: the whole file) and, of its seeds, the grids it
+            mine = {(grid_cell(p.key), p.key['seed']) for p in plans}  # extends (a rerun's too)
+            only |= {run_id(r['key']) for r in records if (grid_cell(r['key']), r['seed']) in mine}
+        if not ok and not any(run_id(r['key']) in only for r in records):
             raise UsageError("every run failed (their lines above say why); nothing to report")
     rows = sweep_report(sweep, results_path, png, only=None if sweep.report else only)
     if not ok:

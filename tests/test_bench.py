@@ -152,7 +152,7 @@ def test_compute_multiplier_on_synthetic_curves():
     m, _, _ = stats.compute_multiplier(ref, 4e10, 10 - 0.5 * math.log10(1e10))  # worse than gpt: 0.25
     assert m == pytest.approx(0.25)
     m, why, used = stats.compute_multiplier(ref, 1e12, 3.5)  # better than gpt's best: no extrapolation
-    assert m is None and why.startswith('> 1.00') and 'below' in why and used == ()
+    assert m is None and why.startswith('> 1.00') and 'below' in why and used == (ref[-1],)  # its bound's point
     m, why, _ = stats.compute_multiplier(ref, 1e10, 9.0)
     assert m is None and 'above' in why
     # unsorted input and a non-uniform grid
