@@ -542,7 +542,8 @@ def schedule_tables(rs):
     if not lines:
         return ''
     out = [view_table(lines, ['config'], [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds],
-                      lambda r: f"{r['lr']:g}, {r['val_pm']}")]
+                      lambda r: f"{r['lr']:g}" + (f" ({r['edge']} of grid)" if r['edge'] else '')
+                      + f", {r['val_pm']}")]
     for ref in references(rs):
         mine = [(n, got) for n, got in lines if config_of[n[0]] != ref]
         if mine:

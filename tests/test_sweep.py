@@ -1055,6 +1055,12 @@ def test_the_schedule_view_compares_each_gap_under_each_schedule():
     text = report.schedule_tables(next(iter(groups.values())))
     assert '| x | 0.001, 1.9000 ± 0.1000 (n=3) | 0.001, 2.1500 ± 0.1000 (n=3) |' in text
     assert '| x | -0.2000 ± 0.0000 (n=3) | -0.0500 ± 0.0000 (n=3) | halves; Δ +0.1500 ± 0.0000 |' in text
+    # x's lr grid under cosine (1e-3 above, with 2e-3 and 4e-3 on seed 1) whose best is its largest: the
+    # cell says so, as the regime view's do
+    grid = [{**record('x', 1, v, lr=lr, budget=100, lr_schedule='cosine'), 'schedule': 'cosine'}
+            for lr, v in ((2e-3, 2.1), (4e-3, 2.0))]
+    group, = report.schedule_groups(report.summary_rows(recs + grid)).values()
+    assert '| x | 0.001, 1.9000 ± 0.1000 (n=3) | 0.004 (top of grid), 2.0000 (n=1) |' in report.schedule_tables(group)
 
 
 def test_a_schedule_mark_reads_both_gaps_on_the_seeds_both_schedules_share():
