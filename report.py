@@ -739,6 +739,7 @@ def sweep_report(sweep, results_path, png, only=None):
             say(f"\n### transfer across shapes {', '.join(matched_budgets(rs)[1])}: "
                 f"{rs[0]['optimizer']}, {rs[0]['schedule']} schedule\n\n{text}")
     for (_,), rs in groups(rows, 'scaling').items():  # across sizes and budgets, against gpt
+        rs = view_rows(rs, 'size', 'budget_value')  # (labelled within the view: one per config)
         points = {(r['size'], r['budget_value']) for r in rs}
         if len(points) > 1 and any(r['config'] == 'gpt' for r in rs):
             say(f"\n### scaling: {heading(settings, rs[0], size=False, budget=False)} (gpt's "

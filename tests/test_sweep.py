@@ -1083,6 +1083,20 @@ def test_a_schedule_mark_reads_both_gaps_on_the_seeds_both_schedules_share():
     assert '| x | -0.0600 ± ' in report.schedule_tables(group)
 
 
+def test_a_scaling_view_names_each_config_once_though_the_file_holds_another_corpus(tmp_path, capsys):
+    """A second corpus in the file at one size names that size's rows apart in the sweep's tables
+    ('gpt (data=a)'); inside each corpus's scaling view a config is one label at every size (one line
+    in its plot), not 'gpt (data=a)' at one size and 'gpt' at another."""
+    recs = [{**record(c, 1, 3.0 - 0.1 * i - 0.05 * (c == 'x'), size=size, data='a'), 'flops': 10.0 ** (i + 1)}
+            for i, size in enumerate(('1x32', '2x64')) for c in ('gpt', 'x')]
+    recs += [{**record('gpt', 1, 2.9, size='1x32', data='b'), 'flops': 10.0}]
+    (tmp_path / 'r.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    sweep.main(['--report', f'--results={tmp_path / "r.jsonl"}', f'--png={tmp_path / "p.png"}'])
+    scaling = capsys.readouterr().out.split('### scaling')[1]
+    assert {l.split(' | ')[0][2:] for l in scaling.splitlines() if l.startswith('| ') and '---' not in l} == \
+        {'config', 'gpt', 'x'}, scaling
+
+
 def test_an_older_records_size_in_its_key_is_a_shape_the_scaling_view_spans():
     """Records from before the key named n_layer and n_embd name the shape 'size' in their key: they are
     one setting at several sizes (a scaling view, its heading not naming one size), not a table per size."""
