@@ -166,12 +166,10 @@ def summary_rows(records):
         for ref in REFERENCES:
             base = [b for b in rows
                     if b['config'] == ref and b['context'] == row['context'] and b is not row]
-            if len(base) != 1 or not (gap := paired_gap(row, base[0])):
-                continue
             y = gap_of(ref)
-            row.update({y: gap['gap'], f'{y}_half': gap['half'], f'{y}_by_seed': gap['by_seed'],
-                        f'{y}_n': gap['n'], f'vs_{ref}': gap['text'],
-                        f'eval_se{y[3:]}': gap['eval_se']})
+            if len(base) != 1 or not (gap := paired_gap(row, base[0], y)):
+                continue
+            row.update(gap, **{f'vs_{ref}': gap[f'{y}_text']})
             off = row['params'] / base[0]['params'] - 1
             if ref == 'gpt' and abs(off) > MATCH_TOLERANCE:  # not matched: the table says so
                 row['params_text'] += f" ({off:+.0%} vs gpt: not matched)"
@@ -258,7 +256,8 @@ def scaling_rows(rows):
             m, why, used = (compute_multiplier(points, r['flops'], r['val']) if len(ref) >= 2
                             else (None, 'no gpt curve', ()))
             on_front = r['config'] == 'gpt' and (r['flops'], r['val']) in front
-            text = bound_text(m, why, on_front or all(p in tuned for p in used), on_front or r['tuned'])
+            text = bound_text(m, why, on_front or all(p in tuned for p in used),
+                              on_front or r['tuned'])
             off = r['config'] == 'gpt' and not on_front
             out.append({**r, 'multiplier': text + (" (off gpt's frontier)" if off else '')})
     return sorted(out, key=lambda r: (arch_key(r['config']), r['flops']))
@@ -495,9 +494,10 @@ def plot_regime(rs, png, title):
                 continue
             xs = [tpp[r['budget_value']] for r in g]
             ax.plot(xs, [r[y] for r in g], marker='o', ms=4, label=name, color=f"C{i % 10}")
-            band = [r['n' if ref is None else f'{y}_n'] >= BAND_SEEDS for r in g]  # where the
-            half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) if b else 0  # seeds
-                    for r, b in zip(g, band)]  # allow one (the frame holds what is drawn)
+            # a band where the seeds (a gap's: its pairs) allow one; the frame holds what is drawn
+            band = [r['n' if ref is None else f'{y}_n'] >= BAND_SEEDS for r in g]
+            half = [(interval(r['values'])[1] if ref is None else r[f'{y}_half']) if b else 0
+                    for r, b in zip(g, band)]
             lo, hi = ([r[y] + sign * (h or 0) for r, h in zip(g, half)] for sign in (-1, 1))
             ax.fill_between(xs, lo, hi, where=band, color=f"C{i % 10}", alpha=0.15)
             lows, highs = lows + lo, highs + hi

@@ -2,7 +2,8 @@
 Results as data: the results files sweeps and the recall probe append to (one JSON record per
 finished run, checked field by field as it is read), what setting a record measured (its key less
 the seed and the lr grid), and the statistics over seeds (t intervals, paired gaps, the best lr of a
-setting, the marks of what a gap does from one setting to another); and the tools' command lines (their own flags, train.py's passed on, configs by name).
+setting, the marks of what a gap does from one setting to another); and the tools' command lines
+(their own flags, train.py's passed on, configs by name).
 The tables and plots drawn from them are report.py's.
 """
 import collections
@@ -355,8 +356,8 @@ def change_marks(cells, y, paired=False, names=()):
     and the change b - a ± its interval (contrast); '–' where b has none, and under a and the cells
     before it; where a is not the first cell, 'from <its name in `names`>: ' first. A word is
     '(unresolved)' unless every inequality it claims has a test whose interval excludes 0: 'flips',
-    both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2);
-    'doubles', b - 2a and b + 2a; 'holds', both signs, 2b - a and b - 2a. A flip by the means from a
+    both gaps' signs; 'halves', 2b - a and 2b + a (-|a|/2 < b < |a|/2); 'doubles', b - 2a and
+    b + 2a; 'holds', both signs, 2b - a and b - 2a. A flip by the means from a
     resolved a to a b whose sign is unknown, |b| < |a|/2 with its halving resolved (a gap that
     collapsed to about zero), is that halving; a b of known sign keeps the flip. `paired`: a and b
     read on the seeds both have (on_shared_seeds)."""
@@ -395,7 +396,6 @@ def on_shared_seeds(a, b, y):
     common = sorted(set(sa) & set(sb))
     if not common or set(sa) == set(sb):
         return a, b, ''
-
     return (*(gap_fields(y, {s: by[s] for s in common}) for by in (sa, sb)),
             f" on {seeds_text(common)}")
 
@@ -419,24 +419,22 @@ def spread_text(mean, std, n):
     return f"{mean:.4f} (n=1)" if n < 2 else f"{mean:.4f} ± {std:.4f} (n={n})"
 
 
-def paired_gap(row, base):
-    """Row's runs minus base's, paired by seed (one seed: the same batches, the same val batches):
-    {gap, half (95% t; None for one pair), n, text, by_seed, eval_se: the val sample's own s.e. of
-    the gap, from per-batch val losses (a fixed val set's noise is shared by every seed)}."""
+def paired_gap(row, base, y):
+    """Row's runs minus base's, paired by seed (one seed: the same batches, the same val batches): the
+    fields of gap `y` (gap_fields) and eval_se<y's suffix>, the val sample's own s.e. of the gap, from
+    per-batch val losses (a fixed val set's noise is shared by every seed); None without a pair."""
     theirs = {r['seed']: r for r in base['runs']}
     pairs = [(r, theirs[r['seed']]) for r in row['runs'] if r['seed'] in theirs]
     if not pairs:
         return None
     by_seed = {a['seed']: a['val_loss'] - b['val_loss'] for a, b in pairs}
-    gap, half, n = interval(list(by_seed.values()))
     eval_se = None
     batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
     k = len(batches[0][0]) if batches[0][0] else 0
     if k > 1 and all(x and y and len(x) == len(y) == k for x, y in batches):
         per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
         eval_se = mean_std(per_batch)[1] / math.sqrt(k)
-    return dict(gap=gap, half=half, n=n, text=gap_text(gap, half, n), by_seed=by_seed,
-                eval_se=eval_se)
+    return {**gap_fields(y, by_seed), f'eval_se{y[3:]}': eval_se}
 
 
 def at_flops(g, flops):
@@ -494,7 +492,8 @@ def bound_text(m, why, gpt_ok, own_ok):
         ok, whose = (gpt_ok, 'gpt') if why.startswith('>') else (own_ok, 'its')
         return why if ok or why[:1] not in '<>' else f"{why}, no bound: {whose} lr not tuned there"
     return (f"{m:.2f}" if gpt_ok and own_ok else f"≤ {m:.2f} (gpt's lr not tuned there)" if own_ok
-            else f"≥ {m:.2f} (its lr not tuned)" if gpt_ok else f"{m:.2f}, no bound: neither lr tuned there")
+            else f"≥ {m:.2f} (its lr not tuned)" if gpt_ok
+            else f"{m:.2f}, no bound: neither lr tuned there")
 
 
 # -----------------------------------------------------------------------------
@@ -514,7 +513,8 @@ BUDGET = ('budget_value', 'max_iters', 'lr_decay_iters', 'max_tokens', 'max_flop
           'warmup_iters')
 # what a sweep sets for each config from a budget of FLOPs or seconds: at one such budget the configs
 # compared differ in them (at a budget of iterations or tokens they are the setting's)
-PER_CONFIG, PER_CONFIG_BUDGETS = ('max_iters', 'lr_decay_iters', 'warmup_iters'), ('max_flops', 'max_seconds')
+PER_CONFIG = ('max_iters', 'lr_decay_iters', 'warmup_iters')
+PER_CONFIG_BUDGETS = ('max_flops', 'max_seconds')
 
 # what a second shape may also change: its corpus, batch, machine
 CONTEXT = ('data', 'batch_size', 'block_size', 'gradient_accumulation_steps', 'device', 'dtype',
@@ -578,7 +578,8 @@ def tuned_lr(records, size, budget):
     grids = {k: g for k, g in grids.items() if len({r['lr'] for r in g}) > 1}
     if not grids:
         return None
-    at = max(grids, key=lambda k: (k[0] == size, runs[k[0]], k[1:] == budget, k[1] == budget[0], k[2]))
+    at = max(grids, key=lambda k: (k[0] == size, runs[k[0]], k[1:] == budget, k[1] == budget[0],
+                                   k[2]))
     return best_lr(grids[at]), at[0], at[1:]
 
 
