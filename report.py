@@ -20,7 +20,6 @@ from stats import (ARCH, BUDGET, CONTEXT, DEFAULTS, PER_CONFIG_BUDGETS, REFERENC
                    read_many, run_id, say_once, seeds_text, setting, spread_text)
 
 
-
 # -----------------------------------------------------------------------------
 # plots and tables
 
@@ -289,8 +288,7 @@ def n_text(ns, spread='', least=2):
 def plot_sweep(rows, png, title):
     """Val loss against tokens and against FLOPs: the seeds' mean at the best lr, its 95% interval
     as a band. The evaluation at step 0 (the untrained model) is left out of the curve."""
-    plt = pyplot()
-    if plt is None:
+    if not (plt := pyplot()):
         return False
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for row in rows:
@@ -307,8 +305,7 @@ def plot_sweep(rows, png, title):
 
 def plot_scaling(rows, png, title):
     """Final val loss against training FLOPs (log scale), a line per architecture, ± sd."""
-    plt = pyplot()
-    if plt is None:
+    if not (plt := pyplot()):
         return False
     fig, ax = plt.subplots(figsize=(8, 5.5))
     tab20 = plt.get_cmap('tab20').colors
@@ -422,10 +419,9 @@ def flops_gap_of(ref):
 
 
 def add_flops_gaps(rs):
-    """Each row of rs gets its gap to each reference at equal training FLOPs (flops_gap_of, with its
-    _half, _by_seed and _text): the reference's loss read at the row's FLOPs from the reference's
-    rows of the same shape (a transfer view's; a regime view has one) (at_flops: never beyond its
-    budgets), paired by seed; a row of no recorded FLOPs gets none."""
+    """Each row of rs gets its gap to each reference at equal training FLOPs (flops_gap_of's
+    gap_fields): the reference's loss at the row's FLOPs, read from its rows of the same shape
+    (at_flops: never beyond its budgets), paired by seed; a row of no recorded FLOPs gets none."""
     for ref in references(rs):
         y = flops_gap_of(ref)
         for r in rs:
@@ -478,8 +474,7 @@ def flops_tables(rs):
 def plot_regime(rs, png, title):
     """Each config's gap to each reference (a panel each; with neither, val loss) against tokens
     per parameter: the mean paired gap, a band of its 95% t interval, zero inside the frame."""
-    plt = pyplot()
-    if plt is None:
+    if not (plt := pyplot()):
         return False
     refs, tpp = references(rs) or [None], tokens_per_param(rs)
     fig, axes = plt.subplots(1, len(refs), figsize=(7 * len(refs), 5.5), squeeze=False)
@@ -667,6 +662,15 @@ def transfer_tables(rs):
         out += ['', 'The shapes differ in more than size: '
                 + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
                 + '. A change between them is the change of all of it.']
+    loose = {}  # the cells whose lr is not tuned (of 2 lrs, the best is an edge): a gap may move
+    for (n, t), got in ((lead, got) for lead, got in lines if sum(map(bool, got)) > 1):
+        for s, r in ((s, r) for s, r in zip(sizes, got) if r and not r['tuned']):  # (in a table)
+            why = f"{r['edge']} of grid" if r['edge'] else 'one lr'
+            loose.setdefault((n, s, why), []).append(t)
+    if out and loose:
+        out += ['', "Not tuned (the best lr at its grid's edge, or one lr; --extend_lr extends a "
+                "grid), so a gap there may move: " + '; '.join(
+                    f"{n} at {s} ({why}) at {', '.join(ts)}" for (n, s, why), ts in loose.items())]
     return '\n'.join(out + ['', cards_line(rs)] if out else out).strip()
 
 

@@ -1280,6 +1280,32 @@ def test_a_transfer_mark_reads_from_the_first_shape_where_the_row_has_a_gap():
     assert line.endswith('| – | from 1x32 (eval_iters=200): halves; Δ +0.1800 ± 0.0000 |'), line
 
 
+def test_the_transfer_view_names_the_cells_whose_lr_is_not_tuned():
+    """A gap whose lr was not tuned (its best at the grid's edge, or one lr) may move once it is: the
+    transfer view names each such cell (config, shape, why, tokens per parameter), the reference's too,
+    and none where every best lr lies inside a grid of 3."""
+    def at(size, lrs, losses, budget=200):  # each lr's seed-1 losses: the best lr is the lowest loss
+        return [{**r, 'data_dir': 'fp'} for lr, ls in zip(lrs, losses) for name, v in ls.items()
+                for r in [record(name, 1, v, lr=lr, budget=budget, size=size)]]
+    grid = (1e-3, 2e-3, 4e-3)
+    small = at('1x32', grid, [{'gpt': 3.1, 'x': 2.9}, {'gpt': 3.0, 'x': 2.85}, {'gpt': 3.2, 'x': 2.8}])
+    large = at('2x64', grid, [{'gpt': 2.6}, {'gpt': 2.5}, {'gpt': 2.7}]) + at('2x64', (2e-3,), [{'x': 2.4}])
+    alone = at('1x32', (2e-3,), [{'z': 2.5}])  # at one shape, in no table: not named
+    group, = report.transfer_groups(report.summary_rows(small + large + alone)).values()
+    text = report.transfer_tables(group)
+    assert '| x | 20.0 | -0.2000 (n=1) | -0.1000 (n=1) | holds (unresolved); Δ +0.1000 |' in text
+    note, = [l for l in text.splitlines() if l.startswith('Not tuned')]
+    assert note.endswith('so a gap there may move: x at 1x32 (top of grid) at 20.0; x at 2x64 (one lr) at 20.0')
+    low = at('2x64', (5e-4,), [{'gpt': 2.45}])  # gpt's best at 2x64 now its grid's lowest
+    text = report.transfer_tables(next(iter(report.transfer_groups(report.summary_rows(
+        small + large + low + at('1x32', (8e-3,), [{'x': 2.9}]))).values())))
+    assert 'gpt at 2x64 (bottom of grid) at 20.0' in text and 'x at 1x32' not in text
+    inside = at('2x64', (1e-3, 4e-3), [{'x': 2.45}, {'x': 2.5}])
+    text = report.transfer_tables(next(iter(report.transfer_groups(report.summary_rows(
+        small + large + inside + at('1x32', (8e-3,), [{'x': 2.9}]))).values())))
+    assert 'Not tuned' not in text
+
+
 @pytest.mark.parametrize('kind', ['max_tokens', 'max_flops'])
 def test_a_shape_budgeted_in_tokens_joins_one_budgeted_in_iterations(kind):
     """The transfer view matches shapes by tokens per parameter: a shape whose runs were budgeted in
