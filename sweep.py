@@ -115,6 +115,7 @@ class Plan:
     trunk_cmd: list = None  # that run's command, less its --max_iters
     branch_at: int = 0  # wsd: the iteration where its cooldown starts
     derived: dict = field(default_factory=dict)  # set by the sweep, not by the user or the recipe
+    given: set = field(default_factory=set)  # the keys the user or the recipe set
 
 
 def parse_size(text):
@@ -232,7 +233,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         return [sys.executable, TRAIN, *args, f'--out_dir={out_dir}', '--log_interval=50', *flags]
     cmd = train(run_dir, *(f'--{k}={v}' for k, v in budget.items()))
     plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters,
-                iters * tokens_per_iter * fpt, derived=derived)
+                iters * tokens_per_iter * fpt, derived=derived, given=given)
     if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
         trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
         plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
@@ -248,13 +249,17 @@ def learning_rates(sweep, records, first):
     """The lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
     values given, multiples of the config's own (lr_scale), or 'tuned': the best mean of the results
     file's runs of the whole setting of `first` but seed, lr, size (this one where a grid ran here)
-    and budget (the sweep's largest if a grid ran there), said; none is a one-line error."""
+    and budget (the sweep's largest if a grid ran there; a warmup given is the setting's), said;
+    none is a one-line error."""
     if sweep.learning_rate and sweep.lr_scale:
         raise UsageError("give --learning_rate (a grid, or tuned) or --lr_scale (multiples of each "
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        drop = (*BUDGET, *SHAPE, 'budget', 'hellaswag')  # the size: tuned_lr prefers this one
+        # a warmup the user or the recipe gives is the setting's, not the budget's; the size:
+        # tuned_lr prefers this one
+        fixed = {'warmup_iters'} & first.given
+        drop = (*(k for k in BUDGET if k not in fixed), *SHAPE, 'budget', 'hellaswag')
         want = setting({'key': key, 'data_dir': first.fields['data_dir']}, drop)
         same = [r for r in records if setting(r, drop) == want and r['config'] == key['config']]
         size = first.fields['size']

@@ -1195,6 +1195,29 @@ def test_a_tuned_lr_comes_from_a_grid_of_the_same_setting_and_says_so(tmp_path, 
     assert sweep.learning_rates(dataclasses.replace(cfg, max_iters=['20']), same + lone, first) == [1e-3]
 
 
+def test_a_tuned_lr_matches_a_warmup_the_user_gives(tmp_path):
+    """A warmup the sweep derives from each budget is the budget's, so a grid at any warmup tunes it; one
+    the user (or the recipe) gives is the setting's: only a grid run at that warmup tunes it, else the
+    refusal names warmup_iters."""
+    cfg = sweep.SweepConfig(out_prefix=str(tmp_path / 'runs'), learning_rate=['tuned'], max_iters=['10'])
+    flags = [f for f in TINY if not f.startswith('--warmup_iters')] + [f'--data_dir={tmp_path / "d"}']
+    path = os.path.join(HERE, 'configs', 'gpt.py')
+
+    def grid(first, losses, warmup):  # {lr: loss} on seed 1 in `first`'s setting at this warmup
+        return [{**record('gpt', 1, loss, lr=lr, size=first.fields['size']),
+                 'data_dir': first.fields['data_dir'], 'schedule': first.fields['schedule'],
+                 'key': {**first.key, 'learning_rate': lr, 'min_lr': lr / 10, 'warmup_iters': warmup}}
+                for lr, loss in losses.items()]
+    derived = sweep.plan_run(path, cfg, flags, seed=1, lr=0, size=None)
+    assert 'warmup_iters' not in derived.given
+    other = grid(derived, {1e-3: 2.0, 2e-3: 2.5}, warmup=7)  # another warmup than this sweep's
+    assert sweep.learning_rates(cfg, other, derived) == [1e-3]
+    mine = sweep.plan_run(path, cfg, [*flags, '--warmup_iters=3'], seed=1, lr=0, size=None)
+    with pytest.raises(UsageError, match=r"\(those it has differ in warmup_iters\); run an lr grid first"):
+        sweep.learning_rates(cfg, other, mine)
+    assert sweep.learning_rates(cfg, other + grid(mine, {1e-3: 2.2, 2e-3: 2.1}, warmup=3), mine) == [2e-3]
+
+
 def test_a_tuned_lr_is_read_from_a_grid_at_this_size_first_then_at_the_sweeps_budget():
     """stats.tuned_lr, of one config's records of one setting: a grid is 2+ lrs at one size and budget; this
     size's grid at any budget comes before another size's at the sweep's budget; at a size, the sweep's
