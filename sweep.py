@@ -207,8 +207,10 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         budget[kind] = value
     try:
         run = dataclasses.replace(cfg, **budget)
-    except ValueError as e:
-        raise UsageError(f"{name} at {kind}={value:g}: {e}") from None
+    except ValueError as e:  # (a warmup kept at every budget: given, or under wsd the config's)
+        fix = (f"; give --warmup_iters below {iters}, or budgets above {cfg.warmup_iters} "
+               "iterations" if 0 < iters <= cfg.warmup_iters else '')
+        raise UsageError(f"{name} at {kind}={value:g}: {e}{fix}") from None
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': fingerprint(meta),
            **{k: v for k, v in dataclasses.asdict(run).items() if k not in NO_EFFECT},
@@ -657,8 +659,9 @@ def main(argv):
         return rows
     given = check_arguments(sweep, argv)
     if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
-        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in given
-                                              and not (k == 'configs' and positional)})
+        mine = given | ({'configs'} if positional else set())  # the user's keys win, and
+        mine |= {'max_iters'} if given & set(BUDGETS) else set()  # a budget of any kind wins
+        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in mine})
         overrides = [*QUICK_TRAIN, *overrides]
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]

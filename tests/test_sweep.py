@@ -1003,6 +1003,18 @@ def test_quick_right_after_the_quick_start_prepares_the_corpus_it_needs(tmp_path
     assert r.returncode == 0, r.stderr
     assert '--quick: preparing data/stdlib_byte' in r.stderr and (tmp_path / 'data/stdlib_byte/meta.json').exists()
     assert len(stats.read_results(str(tmp_path / 'out-sweep' / 'results.jsonl'))) == 1
+    # a budget of another kind replaces quick's 100 iterations (not 'give one budget'); a budget at or
+    # below a warmup kept at every budget (under wsd, the config's) says both ways out
+    quick = [sys.executable, os.path.join(HERE, 'sweep.py'), '--quick', '--configs=gpt', '--seeds=1',
+             '--learning_rate=2e-3', '--eval_iters=1']
+    r = subprocess.run([*quick, '--max_tokens=512'], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert [x['budget'] for x in stats.read_results(str(tmp_path / 'out-sweep' / 'results.jsonl'))] == \
+        ['max_iters', 'max_tokens']
+    r = subprocess.run([*quick, '--lr_schedule=wsd', '--max_iters=40,80'], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.endswith(
+        "give --warmup_iters below 40, or budgets above 50 iterations\n"), r.stderr
 
 
 def test_a_report_on_a_committed_results_file_writes_no_new_file_there(tmp_path):
