@@ -1,5 +1,6 @@
 """
-The numbers in the prose of README.md, RESULTS.md and GUIDE.md, each computed from the committed records
+The numbers in the prose of README.md, RESULTS.md and GUIDE.md, and the marks README and RESULTS report
+(what a gap does across shapes or schedules: MARK), each computed from the committed records
 (or read from the committed log or code that backs it), never copied from a rounded cell. A claim is a
 phrase of a document with its numbers left as fields; `claims()` renders each from the records, and
 tests/test_sweep.py checks that every rendered phrase is in its document, so a number put back wrong
@@ -105,6 +106,15 @@ def flops_ratio(config, ref, size):
     return sum(both) / len(both)
 
 
+def mark(config, ref, a, b, flops=False, schedule=False):
+    """What config - ref does from a to b as the view's cell writes it, less its Δ: 'holds',
+    'halves (unresolved)' (stats.change_marks). The transfer view: a and b are (shape, tokens per
+    parameter), at equal tokens or (flops) at equal FLOPs; the schedule view (schedule): a and b are
+    (shape, tokens per parameter, schedule), paired by seed."""
+    cells = [flops_cell(config, ref, *x) if flops else row(config, *x) for x in (a, b)]
+    return stats.change_marks(cells, 'g' if flops else report.gap_of(ref), schedule)[0].split(';')[0]
+
+
 def num(v, digits, sign=False):
     """A number as the prose writes it: `digits` decimals, a typographic minus, + when `sign`."""
     text = f"{v:+.{digits}f}" if sign else f"{abs(v):.{digits}f}" if v >= 0 else f"{v:.{digits}f}"
@@ -127,7 +137,7 @@ def claims():
     """(document, phrase) for every number the prose states (computed once: the committed files do not
     change under a test run)."""
     g = functools.partial
-    L, G = g(pm, 'llama', 'gpt'), g(one, 'llama', 'gpt')
+    L, G, LM = g(pm, 'llama', 'gpt'), g(one, 'llama', 'gpt'), g(mark, 'llama', 'gpt')
     M, MO = g(pm, 'gmlp', 'gpt'), g(one, 'gmlp', 'gpt')
     ML, MLO = g(pm, 'gmlp', 'llama'), g(one, 'gmlp', 'llama')
     grow = stats.contrast(row('llama', '3x96', 1.3), row('llama', '4x128', 1.3), report.gap_of('gpt'),
@@ -147,17 +157,21 @@ def claims():
     for x in (1.3, 2.6, 5.2, 10.3, 20.6):
         with contextlib.suppress(TypeError):  # at_flops: None outside gpt's budgets
             read_96.append(flops_gap('gmlp', 'gpt', '3x96', x))
+    late_ml = {mark('gmlp', 'llama', ('3x96', a), ('5x288', b)) for a, b in ((5.2, 5), (10.3, 10), (20.6, 20))}
+    sched_mark = mark('llama', 'gpt', ('3x96', 20.6, 'wsd'), ('3x96', 20.6, 'cosine'), schedule=True)
     readme = [
         "1. LLaMA's block beats GPT-2's early in training at all three shapes; late, resolved at the "
         + ("smallest (at the larger two its late gap still favours llama, unresolved)."
            if told == ['3x96'] and all(m < 0 for m, _ in final.values()) else f"shapes {told}"),
         f"At the smallest budget: {L('3x96', 1.3)} (3×96, 1.3 tokens per parameter, 3 seeds), "
         f"{L('4x128', 1.3)} (4×128, 1.3, 3 seeds) and {G('5x288', 1.2)} (5×288, 1.2, one seed)",
-        f"3×96 → 4×128 `holds` (it grows by {num(-grow[0], 2)} ± {num(grow[1], 2)})",
+        f"3×96 → 4×128 `{LM(('3x96', 1.3), ('4x128', 1.3))}` (it grows by {num(-grow[0], 2)} ± "
+        f"{num(grow[1], 2)}), 3×96 → 5×288 `{LM(('3x96', 1.3), ('5x288', 1.2))}` (one seed there)",
         f"({L('3x96', 2.6)} at 2.6)",
-        f"at 5 tokens per parameter {L('3x96', 5.2)}, {L('4x128', 5.1)} and {G('5x288', 5)} (one seed)",
+        f"at 5 tokens per parameter {L('3x96', 5.2)}, {L('4x128', 5.1)} and {G('5x288', 5)} (one seed) (3×96 → "
+        f"4×128 `{LM(('3x96', 5.2), ('4x128', 5.1))}`",
         f"at 10, {L('3x96', 10.3)} at 3×96, **{L('4x128', 10.1, 3)} at 4×128 (spans 0)** and "
-        f"{G('5x288', 10, 3)} at 5×288 (one seed)",
+        f"{G('5x288', 10, 3)} at 5×288 (one seed): 3×96 → 4×128 `{LM(('3x96', 10.3), ('4x128', 10.1))}`",
         f"llama leads by **{num(-gap('llama', 'gpt', '3x96', 20.6)[0], 3)} ± "
         f"{num(gap('llama', 'gpt', '3x96', 20.6)[1], 3)}** (3 seeds); at 5×288, 20 tokens per "
         f"parameter, by {num(-gap('llama', 'gpt', '5x288', 20)[0], 3)} (one seed)",
@@ -172,7 +186,8 @@ def claims():
         f"as much at 5×288 at its three largest budgets: {ML('3x96', 5.2, 3, False)}, {ML('3x96', 10.3, 3, False)} and "
         f"{ML('3x96', 20.6, 3, False)} at 5.2, 10.3 and 20.6 at 3×96",
         f"{MLO('5x288', 5, 3, False)}, {MLO('5x288', 10, 3, False)} and {MLO('5x288', 20, 3, False)} "
-        "at 5×288 (one seed",
+        "at 5×288 (one seed" + ("; `{}`)".format(*late_ml) if len(late_ml) == 1 else CHANGED),
+        f"the schedule view marks it `{sched_mark}`: one seed's ratio",
         f"llama − gpt is {num(wsd[0], 3)} ± {num(wsd[1], 3)} under WSD and {num(cos[0], 3)} ± "
         f"{num(cos[1], 3)} under cosine",
         f"the gap grows by **{num(-sched[0], 3)} ± {num(sched[1], 3)}** (paired by seed",
@@ -624,7 +639,8 @@ def results_1a():
         f"{num(cos[0], 3)} ± {num(cos[1], 3)} under cosine",
         f"seed it grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} under cosine",
         f"the means' doubling ({cos[0] / wsd[0]:.1f}×) is not: one seed's ratio is {ratios[-1]:.1f} "
-        f"({ratios[0]:.1f} and {ratios[1]:.1f} the others)",
+        f"({ratios[0]:.1f} and {ratios[1]:.1f} the others), and the view marks it "
+        f"`{mark('llama', 'gpt', ('3x96', top, 'wsd'), ('3x96', top, 'cosine'), schedule=True)}`",
         f"At 4×128 ({len(row('llama', '4x128', 10.1)['runs'])} seeds, lr {grid('llama', '4x128', 10.1)[0]} for both, "
         "untuned)",
         "under cosine; gpt's, primer_ez's, llama_primer's and swiglu's {}, gpt_rope's and gMLP's {}, each inside "
@@ -1507,14 +1523,21 @@ WORD = re.compile(r'(?i)\b(?:half|halved|thirds?|quarters?|fifths?|sixths?|seven
                   r'|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|dozens? of|hundreds? of|thousands? of|'
                   r'several|many|a few|few|some|countless) times\b')
 
+# what a gap does from one shape or schedule to another, as README and RESULTS report it (`halves`, `flips
+# (unresolved)`) is read like a number: a claim computes it (mark); their definitions ('`holds`:', '`holds`,
+# `flips`') and GUIDE's are none
+MARK = re.compile(r'`(?:holds|halves|flips|doubles)(?:`(?!:|,\s*`)|\s+\(unresolved\)`)')
+MARKED = ('README.md', 'RESULTS.md')
+
 
 def prose_numbers(doc, raw):
-    """The numbers of doc's prose (`raw`, read as doc), in figures and in words, that name nothing: match
-    objects on raw's positions, in order."""
+    """The numbers of doc's prose (`raw`, read as doc), in figures and in words, that name nothing, and
+    its marks (MARK): match objects on raw's positions, in order."""
     text = raw
     for pattern in names():
         text = re.sub(pattern, lambda m: re.sub(r'\S', ' ', m.group()), text, flags=re.S)
-    return sorted([*NUMBER.finditer(text), *WORD.finditer(text)], key=lambda m: m.start())
+    return sorted([*NUMBER.finditer(text), *WORD.finditer(text), *(MARK.finditer(raw) if doc in MARKED else ())],
+                  key=lambda m: m.start())
 
 
 def held_by(doc, raw):
@@ -1537,7 +1560,10 @@ def untested(doc, raw=None):
 
 
 def changed(number):
-    """The number with one digit changed (its last), or a number word replaced by another."""
+    """The number with one digit changed (its last), a number word replaced by another, or a mark."""
+    if number.startswith('`'):  # a mark: another word
+        word = re.match(r'`(\w+)', number).group(1)
+        return number.replace(word, 'halves' if word == 'holds' else 'holds', 1)
     digits = [i for i, c in enumerate(number) if c.isdigit()]
     if not digits:
         return 'twice' if number.lower() != 'twice' else 'half'

@@ -1598,6 +1598,15 @@ def test_changing_any_number_in_readme_results_or_guide_prose_fails_a_claim():
     assert [n for _, n in doc_claims.untested('GUIDE.md', said)] == ['fifth', 'twice', 'several times']
     m = re.search(r'about\s+an\s+eighth(?=\s+of\s+that)', guide)  # a word the claims render, changed back
     assert doc_claims.missing_in('GUIDE.md', guide[:m.start()] + 'about a tenth' + guide[m.end():])
+    # a mark (what a gap does across shapes or schedules) is read like a number: one typed in is untested,
+    # each one the prose holds is computed (changed, it fails a claim); its definitions are none
+    said = readme + '\nAt 4×128 the gap `halves (unresolved)`; `holds`: same sign.\n'
+    assert doc_claims.untested('README.md', said) == [(said.count('\n'), '`halves (unresolved)`')]
+    marks = [m for m in doc_claims.prose_numbers('README.md', readme) if m.group().startswith('`')]
+    assert len(marks) >= 8
+    for m in marks:
+        said = readme[:m.start()] + doc_claims.changed(m.group()) + readme[m.end():]
+        assert doc_claims.missing_in('README.md', said), m.group()
 
 
 def test_a_toy_budget_keeps_its_digits_and_a_setting_an_old_record_lacks_is_unrecorded():
