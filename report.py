@@ -91,9 +91,8 @@ def gap_of(ref):
 
 
 def view_table(lines, first, columns, text, y=None, paired=False):
-    """A view's markdown table, a row per (first cells, a row or None under each of `columns`) of
-    `lines`; with `y` (a gap), what it does from the first column to each later (change_marks: from
-    the first that has one)."""
+    """A view's markdown table: a row per (first cells, a row or None under each of `columns`) of
+    `lines`; with gap `y`, what it does from the first column to each later (change_marks)."""
     marks = [f"{columns[0]} → {c}" for c in columns[1:]] if y else []
     body = [[*lead, *(text(r) if r else '–' for r in got),
              *(change_marks(got, y, paired, columns) if y else ())] for lead, got in lines]
@@ -449,10 +448,9 @@ def flops_text(ref):
 
 
 def flops_tables(rs):
-    """Markdown, a table per reference: each config's gap to it at equal training FLOPs (at each of
-    the config's budgets, the reference's loss read at the config's FLOPs there: add_flops_gaps),
-    paired by seed, ± 95% t interval; beside it the config's training FLOPs per token against the
-    reference's (a step's time is bench.py's: records of runs that shared a machine do not tell)."""
+    """Markdown, a table per reference: each config's gap to it at equal training FLOPs at each of
+    its budgets (add_flops_gaps), paired by seed, ± 95% t interval, and its FLOPs per token against
+    the reference's (a step's time is bench.py's: runs that shared a machine do not tell it)."""
     tpp = tokens_per_param(rs)
     budgets, config_of = sorted(tpp), {r['label']: r['config'] for r in rs}
     cell = {(r['label'], r['budget_value']): r for r in rs}
@@ -631,8 +629,8 @@ def matched_budgets(rs):
 
 def transfer_tables(rs):
     """Markdown, a table per reference: each config's gap at each shape at matching tokens per
-    parameter, and what it does from the smallest shape to each larger one (change_marks); then the
-    same at equal training FLOPs (add_flops_gaps, at each shape its own)."""
+    parameter, and what it does from the smallest shape to each larger one (change_marks); the same
+    at equal training FLOPs (add_flops_gaps, each shape its own); then the cells read, untuned."""
     points, sizes = matched_budgets(rs)
     cell = {(r['label'], r['shape'], r['budget_value']): r for r in rs}
     config_of = {r['label']: r['config'] for r in rs}
@@ -641,6 +639,7 @@ def transfer_tables(rs):
     out, params = [], {s: min(r['params'] for r in rs if r['shape'] == s) for s in sizes}
     other = 'larger' if all(params[s] > params[sizes[0]] for s in sizes[1:]) else 'other'
     add_flops_gaps(rs)
+    read = set()  # (a row's label, or the reference it is read against; tokens per parameter)
     for at_flops_too, ref in [(f, ref) for f in (False, True) for ref in references(rs)]:
         y = flops_gap_of(ref) if at_flops_too else gap_of(ref)
         ratio = flops_ratios(rs, ref)
@@ -648,6 +647,7 @@ def transfer_tables(rs):
         mine = [([*lead, ' / '.join(ratio.get((lead[0], s), '–') for s in sizes)]
                  if at_flops_too else lead, got) for lead, got in lines
                 if config_of[lead[0]] != ref and sum(1 for r in got if r and y in r) >= 2]
+        read |= {(x, lead[1]) for lead, _ in mine for x in (lead[0], ref)}
         how = (f"at equal training FLOPs at each shape, at matching tokens per parameter ({ref}'s "
                f"loss read at the config's FLOPs, linear in log FLOPs between {ref}'s budgets at "
                f"that shape, – outside them; FLOPs: per token, against {ref}'s, at each shape; "
@@ -662,11 +662,12 @@ def transfer_tables(rs):
         out += ['', 'The shapes differ in more than size: '
                 + '; '.join(f"{s}: {words[s]}" for s in sizes if s in words)
                 + '. A change between them is the change of all of it.']
-    loose = {}  # the cells whose lr is not tuned (of 2 lrs, the best is an edge): a gap may move
-    for (n, t), got in ((lead, got) for lead, got in lines if sum(map(bool, got)) > 1):
-        for s, r in ((s, r) for s, r in zip(sizes, got) if r and not r['tuned']):  # (in a table)
-            why = f"{r['edge']} of grid" if r['edge'] else 'one lr'
-            loose.setdefault((n, s, why), []).append(t)
+    loose = {}  # the cells of the rows read whose lr is not tuned (of 2 lrs, the best is an edge)
+    for (n, t), got in lines:
+        for s, r in zip(sizes, got):
+            if r and not r['tuned'] and {(n, t), (config_of[n], t)} & read:
+                why = f"{r['edge']} of grid" if r['edge'] else 'one lr'
+                loose.setdefault((n, s, why), []).append(t)
     if out and loose:
         out += ['', "Not tuned (the best lr at its grid's edge, or one lr; --extend_lr extends a "
                 "grid), so a gap there may move: " + '; '.join(

@@ -27,6 +27,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports load (torch takes seconds
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import runpy
@@ -115,7 +116,7 @@ class Plan:
     trunk_cmd: list = None  # that run's command, less its --max_iters
     branch_at: int = 0  # wsd: the iteration where its cooldown starts
     derived: dict = field(default_factory=dict)  # set by the sweep, not by the user or the recipe
-    given: set = field(default_factory=set)  # the keys the user or the recipe set
+    warmup_kept: bool = False  # the warmup is the setting's, at every budget: given, or wsd's
 
 
 def parse_size(text):
@@ -199,7 +200,8 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
     derived = {}  # what the sweep set that neither the user nor the recipe did: said up front
     # warmup: 10% of a short budget at most, unless given; a wsd run keeps the config's (its runs at
     # every budget share their beginning)
-    if 'warmup_iters' not in given and not wsd and cfg.warmup_iters > iters // 10:
+    kept = 'warmup_iters' in given or wsd
+    if not kept and cfg.warmup_iters > iters // 10:
         budget['warmup_iters'] = derived['warmup_iters'] = max(iters // 10, 0)
     if 'eval_interval' not in given and kind != 'max_seconds':  # EVALS points a curve
         budget['eval_interval'] = derived['eval_interval'] = max(1, iters // EVALS)
@@ -207,9 +209,13 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         budget[kind] = value
     try:
         run = dataclasses.replace(cfg, **budget)
-    except ValueError as e:  # (a warmup kept at every budget: given, or under wsd the config's)
-        fix = (f"; give --warmup_iters below {iters}, or budgets above {cfg.warmup_iters} "
-               "iterations" if 0 < iters <= cfg.warmup_iters else '')
+    except ValueError as e:  # a kept warmup too long for this budget: the two ways out
+        def room(n):  # the longest warmup a budget of n iterations has room for
+            return n - round(cfg.cooldown_frac * n) if wsd else n - 1
+        fix = '' if not (kept and cfg.decay_lr and room(iters) < cfg.warmup_iters) else (
+            f"; give --warmup_iters={max(room(iters), 0)} or less, or budgets of "
+            f"{next(n for n in itertools.count(iters) if room(n) >= cfg.warmup_iters)} iterations "
+            "or more")
         raise UsageError(f"{name} at {kind}={value:g}: {e}{fix}") from None
     size_label = f"{cfg.n_layer}x{cfg.n_embd}"
     key = {'config': name, 'budget': kind, 'budget_value': value, 'data': fingerprint(meta),
@@ -235,7 +241,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         return [sys.executable, TRAIN, *args, f'--out_dir={out_dir}', '--log_interval=50', *flags]
     cmd = train(run_dir, *(f'--{k}={v}' for k, v in budget.items()))
     plan = Plan(key, fields, run_dir, cmd, None if kind == 'max_seconds' else iters,
-                iters * tokens_per_iter * fpt, derived=derived, given=given)
+                iters * tokens_per_iter * fpt, derived=derived, warmup_kept=kept)
     if wsd and kind != 'max_seconds':  # branched from the constant-lr run of the same settings
         trunk_key = {k: v for k, v in key.items() if k not in LENGTH}
         plan.trunk = os.path.join(sweep.out_prefix, f"{label}-wsd-trunk-{digest(trunk_key)}")
@@ -251,17 +257,16 @@ def learning_rates(sweep, records, first):
     """The lr grid for one config at one size (`first`: its plan at seed 1, the config's lr): the
     values given, multiples of the config's own (lr_scale), or 'tuned': the best mean of the results
     file's runs of the whole setting of `first` but seed, lr, size (this one where a grid ran here)
-    and budget (the sweep's largest if a grid ran there; a warmup given is the setting's), said;
-    none is a one-line error."""
+    and budget (the sweep's largest if a grid ran there; a warmup kept at every budget is the
+    setting's: warmup_kept), said; none is a one-line error."""
     if sweep.learning_rate and sweep.lr_scale:
         raise UsageError("give --learning_rate (a grid, or tuned) or --lr_scale (multiples of each "
                          "config's lr), not both")
     if sweep.learning_rate == ['tuned']:
         key, kind, values = first.key, *budget_of(sweep)
-        # a warmup the user or the recipe gives is the setting's, not the budget's; the size:
-        # tuned_lr prefers this one
-        fixed = {'warmup_iters'} & first.given
-        drop = (*(k for k in BUDGET if k not in fixed), *SHAPE, 'budget', 'hellaswag')
+        # a warmup kept at every budget is the setting's; the size: tuned_lr prefers this one
+        drop = (*(k for k in BUDGET if not (k == 'warmup_iters' and first.warmup_kept)), *SHAPE,
+                'budget', 'hellaswag')
         want = setting({'key': key, 'data_dir': first.fields['data_dir']}, drop)
         same = [r for r in records if setting(r, drop) == want and r['config'] == key['config']]
         size = first.fields['size']
@@ -660,7 +665,7 @@ def main(argv):
     given = check_arguments(sweep, argv)
     if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
         mine = given | ({'configs'} if positional else set())  # the user's keys win, and
-        mine |= {'max_iters'} if given & set(BUDGETS) else set()  # a budget of any kind wins
+        mine |= {'max_iters'} if any(getattr(sweep, k) for k in BUDGETS) else set()  # a budget
         sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in mine})
         overrides = [*QUICK_TRAIN, *overrides]
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:

@@ -352,10 +352,9 @@ def readme_setup():
     single = [t for t in tpps('3x96') if gap('gmlp', 'llama', '3x96', t)[2] == 1]
     swi = [t for t in tpps('3x96') if gap('swiglu', 'gpt', '3x96', t)[2] == 1]
     assert swi == tpps('3x96')[:len(swi)], swi
-    mark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if stats.change_marks(
-        [row('gmlp', '3x96', a), row('gmlp', '5x288', b)], report.gap_of('gpt'))[0].startswith('flips (unresolved)')]
-    fmark = [b for a, b in zip(tpps('3x96'), tpps('5x288')) if stats.change_marks(
-        [flops_cell('gmlp', 'gpt', '3x96', a), flops_cell('gmlp', 'gpt', '5x288', b)], 'g')[0].startswith('flips (unresolved)')]
+    flips, fflips = ([b for a, b in zip(tpps('3x96'), tpps('5x288'))
+                      if mark('gmlp', 'gpt', ('3x96', a), ('5x288', b), flops) == 'flips (unresolved)']
+                     for flops in (False, True))
     g_best = [grid('gmlp', '3x96', t) for t in tpps('3x96')]
     settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
     ez = grid('primer_ez', '3x96', top)
@@ -389,8 +388,8 @@ def readme_setup():
             f"At 3×96's top budget, {top:g} tokens per parameter, llama leads by",
             f"At 3×96 ({g_best[-1][1]} seeds at lr {g_best[-1][0]}, the best of {', '.join(g_best[-1][2][:-1])} and "
             f"{g_best[-1][2][-1]} from {tpps('3x96')[settled]:g} tokens per parameter on)",
-            f"marks the gap at {' and '.join(f'{t:g}' for t in mark)} `flips (unresolved)`",
-            f"it trails at {' and '.join(f'{t:g}' for t in fmark)} tokens per parameter at equal FLOPs too "
+            f"marks the gap at {' and '.join(f'{t:g}' for t in flips)} `flips (unresolved)`",
+            f"it trails at {' and '.join(f'{t:g}' for t in fflips)} tokens per parameter at equal FLOPs too "
             "(one seed), marked there `flips (unresolved)`" if all(
                 flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
             f"(3×96, {top:g} tokens per parameter, gpt and llama each at its own best lr under each schedule, "
@@ -1524,20 +1523,26 @@ WORD = re.compile(r'(?i)\b(?:half|halved|thirds?|quarters?|fifths?|sixths?|seven
                   r'several|many|a few|few|some|countless) times\b')
 
 # what a gap does from one shape or schedule to another, as README and RESULTS report it (`halves`, `flips
-# (unresolved)`) is read like a number: a claim computes it (mark); their definitions ('`holds`:', '`holds`,
-# `flips`') and GUIDE's are none
-MARK = re.compile(r'`(?:holds|halves|flips|doubles)(?:`(?!:|,\s*`)|\s+\(unresolved\)`)')
+# (unresolved)`), is read like a number: a claim computes it (mark); a definition (a list item '- `holds`:',
+# a list of marks '`holds`, `flips` and `halves`') and GUIDE's marks (it defines them) are none
+MARK_WORDS = '(?:holds|halves|flips|doubles)'
+MARK = re.compile(rf'`{MARK_WORDS}(?:\s+\(unresolved\))?`')
+DEFINITIONS = [rf'(?m)^\s*- `{MARK_WORDS}(?: \(unresolved\))?`:', rf'`{MARK_WORDS}`(?:,? (?:and |or )?`{MARK_WORDS}`)+']
 MARKED = ('README.md', 'RESULTS.md')
+
+
+def blanked(text, patterns):
+    """text with every match of `patterns` blanked (its characters spaces, its lines kept)."""
+    for pattern in patterns:
+        text = re.sub(pattern, lambda m: re.sub(r'\S', ' ', m.group()), text, flags=re.S)
+    return text
 
 
 def prose_numbers(doc, raw):
     """The numbers of doc's prose (`raw`, read as doc), in figures and in words, that name nothing, and
     its marks (MARK): match objects on raw's positions, in order."""
-    text = raw
-    for pattern in names():
-        text = re.sub(pattern, lambda m: re.sub(r'\S', ' ', m.group()), text, flags=re.S)
-    return sorted([*NUMBER.finditer(text), *WORD.finditer(text), *(MARK.finditer(raw) if doc in MARKED else ())],
-                  key=lambda m: m.start())
+    text, marks = blanked(raw, names()), MARK.finditer(blanked(raw, DEFINITIONS)) if doc in MARKED else ()
+    return sorted([*NUMBER.finditer(text), *WORD.finditer(text), *marks], key=lambda m: m.start())
 
 
 def held_by(doc, raw):
