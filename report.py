@@ -145,6 +145,7 @@ def summary_rows(records):
             budget_value=first['budget_value'], optimizer=first['optimizer'],
             schedule=first['schedule'], val_set=first.get('val_set'),
             lr=lr, edge=edge, tuned=len(by_lr) >= 3 and edge is None, chosen_on=chosen_on,
+            edge_text=f" ({edge} of grid)" if edge else '',
             lr_text=f"{lr:g} ({how}" + (f"; {edge} of grid: --extend_lr)" if edge else ')'),
             val=mean, std=std, n=n, seeds=sorted(by_lr[lr]), values=[r['val_loss'] for r in at],
             unit='nats/byte' if len(bpb) == n and all(  # byte-level: a token is a byte
@@ -376,8 +377,7 @@ def ends_table(rs):
     cell = {(r['label'], r['budget_value']): r for r in rs}
     top = {r['label']: r for r in rs if r['budget_value'] == ends[1]}
     lines = [([n, '–' if n not in top else f"{top[n]['lr']:g}" + (
-                f" ({top[n]['edge']} of grid)" if top[n]['edge'] else
-                ' (no grid: the only lr run)' if not top[n]['grid'] else '')],
+                top[n]['edge_text'] or ('' if top[n]['grid'] else ' (no grid: the only lr run)'))],
               [(cell.get((n, v)), ref) for ref in refs for v in ends])
              for n in sorted({r['label'] for r in rs},
                              key=lambda n: (top[n]['val'] if n in top else math.inf, n))]
@@ -402,7 +402,7 @@ def regime_tables(rs):
     out = [f"Val loss ({unit(rs)}) at each budget: rank, mean ± sd over seeds, best lr. Columns: "
            f"tokens per parameter ({rs[0]['kind']})", '', view_table(
                lines, ['config'], head, lambda r: f"#{rank[r['label'], r['budget_value']]} "
-               f"{r['val_pm']}, lr {r['lr']:g}" + (f" ({r['edge']} of grid)" if r['edge'] else ''))]
+               f"{r['val_pm']}, lr {r['lr']:g}{r['edge_text']}")]
     for ref in references(rs):
         noise = eval_noise_line(rs, gap_of(ref)[3:])
         out += ['', f"Gap to {ref} ({unit(rs)}; below 0: better than {ref}), paired by seed, "
@@ -535,8 +535,7 @@ def schedule_tables(rs):
     if not lines:
         return ''
     out = [view_table(lines, ['config'], [f"{s}: best lr, val loss ({unit(rs)})" for s in scheds],
-                      lambda r: f"{r['lr']:g}" + (f" ({r['edge']} of grid)" if r['edge'] else '')
-                      + f", {r['val_pm']}")]
+                      lambda r: f"{r['lr']:g}{r['edge_text']}, {r['val_pm']}")]
     for ref in references(rs):
         mine = [(n, got) for n, got in lines if config_of[n[0]] != ref]
         if mine:

@@ -431,8 +431,8 @@ def paired_gap(row, base, y):
     eval_se = None
     batches = [(a.get('val_batches'), b.get('val_batches')) for a, b in pairs]
     k = len(batches[0][0]) if batches[0][0] else 0
-    if k > 1 and all(x and y and len(x) == len(y) == k for x, y in batches):
-        per_batch = [sum(x[i] - y[i] for x, y in batches) / len(batches) for i in range(k)]
+    if k > 1 and all(p and q and len(p) == len(q) == k for p, q in batches):  # (p, q: not gap y)
+        per_batch = [sum(p[i] - q[i] for p, q in batches) / len(batches) for i in range(k)]
         eval_se = mean_std(per_batch)[1] / math.sqrt(k)
     return {**gap_fields(y, by_seed), f'eval_se{y[3:]}': eval_se}
 

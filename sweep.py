@@ -664,9 +664,9 @@ def main(argv):
         return rows
     given = check_arguments(sweep, argv)
     if sweep.quick:  # a minute's version of the same sweep, at tiny sizes
-        mine = given | ({'configs'} if positional else set())  # the user's keys win, and
-        mine |= {'max_iters'} if any(getattr(sweep, k) for k in BUDGETS) else set()  # a budget
-        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in mine})
+        users = given | ({'configs'} if positional else set())  # the user's keys win, and
+        users |= {'max_iters'} if any(getattr(sweep, k) for k in BUDGETS) else set()  # a budget
+        sweep = dataclasses.replace(sweep, **{k: v for k, v in QUICK.items() if k not in users})
         overrides = [*QUICK_TRAIN, *overrides]
         if not sweep.scaling and not {'n_layer', 'n_embd', 'n_head'} & given:
             overrides = ['--n_layer=2', '--n_embd=64', '--n_head=2', *overrides]
