@@ -122,9 +122,21 @@ def num(v, digits, sign=False):
 
 
 def pm(config, ref, size, tpp, digits=2, sign=True, **kw):
-    """'−0.45 ± 0.04': a gap ± its 95% half-width."""
+    """'−0.45 ± 0.04': a gap ± its 95% half-width; '−0.18 (one seed)' where one seed ran."""
     mean, half, _ = gap(config, ref, size, tpp, **kw)
-    return f"{num(mean, digits, sign)} ± {num(half, digits)}"
+    return f"{num(mean, digits, sign)} " + ("(one seed)" if half is None else f"± {num(half, digits)}")
+
+
+def spans(config, ref, size, tpp, flops=False):
+    """Whether the gap's interval holds 0 (or one seed ran: its sign is not told either)."""
+    mean, half = (flops_gap if flops else gap)(config, ref, size, tpp)[:2]
+    return half is None or stats.holds_zero(mean, half)
+
+
+def at10(config, ref, flops=False):
+    """What config - ref does from 3x96 to 4x128 at 10 tokens per parameter (10.3 against 10.1): the
+    mark README's short list gives each conclusion."""
+    return mark(config, ref, ('3x96', 10.3), ('4x128', 10.1), flops)
 
 
 def one(config, ref, size, tpp, digits=2, sign=True, **kw):
@@ -159,10 +171,93 @@ def claims():
             read_96.append(flops_gap('gmlp', 'gpt', '3x96', x))
     late_ml = {mark('gmlp', 'llama', ('3x96', a), ('5x288', b)) for a, b in ((5.2, 5), (10.3, 10), (20.6, 20))}
     sched_mark = mark('llama', 'gpt', ('3x96', 20.6, 'wsd'), ('3x96', 20.6, 'cosine'), schedule=True)
+    seven = ('gpt', 'llama', 'gpt_rope', 'gmlp', 'primer_ez', 'llama_primer', 'swiglu')
+    cpu = {'3x96': tpps('3x96'), '4x128': tpps('4x128')}
+    at_ten = {('3x96', 10.3), ('4x128', 10.1)}
+    tuned = {s: all(not row(c, s, t)['edge'] for c in seven for t in ts) for s, ts in cpu.items()}
+
+    def fpm(config, ref, size, tpp, digits=3):  # a gap at equal FLOPs as pm writes one at equal tokens
+        mean, half = flops_gap(config, ref, size, tpp)[:2]
+        return f"{num(mean, digits, True)} " + ("(one seed)" if half is None else f"± {num(half, digits)}")
+
+    def sp(config, ref, size, tpp, flops=False):  # ' (spans 0)' where an interval holds 0
+        half = (flops_gap if flops else gap)(config, ref, size, tpp)[1]
+        return ' (spans 0)' if half is not None and spans(config, ref, size, tpp, flops) else ''
+    gm = {s: [gap('gmlp', 'gpt', s, t)[0] for t in ts] for s, ts in cpu.items()}
+    rope = [gap('gpt_rope', 'gpt', s, 1.3)[:2] for s in cpu]
+    lost = [not spans(c, ref, '3x96', 10.3, f) and spans(c, ref, '4x128', 10.1, f) for c, ref, f in (
+        ('gmlp', 'gpt', False), ('gmlp', 'gpt', True), ('gmlp', 'llama', True), ('llama', 'gpt', False),
+        ('gpt_rope', 'gpt', False), ('primer_ez', 'gpt', False), ('llama_primer', 'llama', False), ('swiglu', 'gpt', False))]
+    base = {(s, t): {c: -gap(c, ref, s, t)[0] for c, ref in (
+        ('primer_ez', 'gpt'), ('llama_primer', 'llama'), ('llama', 'gpt'), ('swiglu', 'gpt'), ('gpt_rope', 'gpt'),
+        ('gmlp', 'gpt'))} for s, t in (('3x96', 20.6), ('4x128', 10.1))}
+    first_behind = [next((t for t, m in zip(tpps(s), [gap('gmlp', 'gpt', s, t)[0] for t in tpps(s)]) if m > 0), None)
+                    for s in ('3x96', '4x128', '5x288')]
+    shrink = all(abs(gap('llama', 'gpt', s, tpps(s)[0])[0]) > abs(gap('llama', 'gpt', s, tpps(s)[-1])[0])
+                 for s in ('3x96', '4x128', '5x288'))
+    ml_told = all(not spans('gmlp', 'llama', '3x96', t) and gap('gmlp', 'llama', '3x96', t)[0] > 0 for t in cpu['3x96'])
+    ml_means = all(gap('gmlp', 'llama', '4x128', t)[0] > 0 for t in cpu['4x128'])
     readme = [
-        "1. LLaMA's block beats GPT-2's early in training at all three shapes; late, resolved at the "
-        + ("smallest (at the larger two its late gap still favours llama, unresolved)."
-           if told == ['3x96'] and all(m < 0 for m, _ in final.values()) else f"shapes {told}"),
+        "from 3×96 to 4×128 at 10 tokens per parameter (the transfer view's mark, from three seeds at each shape "
+        "unless a line says one seed). The first three lines are those where a late gap resolved at 3×96 is not "
+        "resolved at 4×128:" if all(len(row(c, s, t)['runs']) == 3 for c in seven for s, t in at_ten)
+        and lost == [True] * 5 + [False] * 3 else CHANGED,
+        # the short list
+        f"1. gMLP beats GPT-2's block early and trails it late, and at 4×128, by the means, it turns sooner: at 10 "
+        f"tokens per parameter gMLP − gpt is {M('3x96', 10.3)} at 3×96 (it trails from 20.6 on: {M('3x96', 20.6, 3)}) "
+        f"and {M('4x128', 10.1)} at 4×128{sp('gmlp', 'gpt', '4x128', 10.1)}, `{at10('gmlp', 'gpt')}`. At equal "
+        f"training FLOPs ({flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's per token at 3×96, "
+        f"{flops_ratio('gmlp', 'gpt', '4x128'):.2f}× at 4×128) it is {fpm('gmlp', 'gpt', '3x96', 10.3)} and "
+        f"{fpm('gmlp', 'gpt', '4x128', 10.1)}{sp('gmlp', 'gpt', '4x128', 10.1, True)}: `{at10('gmlp', 'gpt', True)}`"
+        if gm['3x96'][0] < 0 < gm['3x96'][-1] and gm['4x128'][0] < 0 <= gm['4x128'][-1] and gm['3x96'][-2] < 0
+        else CHANGED,
+        "2. gMLP trails LLaMA's block at every training length at 3×96 (and at 4×128 by the means); **at equal FLOPs "
+        "it leads llama at 5.2 and 10.3 tokens per parameter at 3×96** (" + ', '.join(
+            f"{num(-flops_gap('gmlp', 'llama', '3x96', x)[0], 3)} ± {num(flops_gap('gmlp', 'llama', '3x96', x)[1], 3)}"
+            for x in (5.2, 10.3)) + f") and is {fpm('gmlp', 'llama', '4x128', 10.1)} at 10.1 at 4×128: "
+        f"`{at10('gmlp', 'llama', True)}`."
+        if ml_told and ml_means
+        and all(flops_gap('gmlp', 'llama', '3x96', x)[0] + flops_gap('gmlp', 'llama', '3x96', x)[1] < 0
+                for x in (5.2, 10.3)) else CHANGED,
+        "3. LLaMA's block beats GPT-2's early in training at all three shapes (3×96 → 4×128 at 1.3: "
+        f"`{LM(('3x96', 1.3), ('4x128', 1.3))}`); late, resolved at the "
+        + ("smallest only" if told == ['3x96'] and all(m < 0 for m, _ in final.values()) else f"shapes {told}")
+        + f" (at 10: `{at10('llama', 'gpt')}`). gpt_rope (rotary positions alone) leads gpt early at both CPU "
+        f"shapes; at 10, `{at10('gpt_rope', 'gpt')}`."
+        if all(m < 0 and (h is None or not stats.holds_zero(m, h)) for m, h in early) and all(m < 0 for m, _ in rope)
+        else CHANGED,
+        "4. That early lead shrinks as training goes on, at every shape: an early gap is not a late one."
+        if shrink else CHANGED,
+        "5. Primer EZ's changes give the largest late gains at both CPU shapes (" + ', '.join(
+            f"{num(min(b['primer_ez'], b['llama_primer']), 2)}-{num(max(b['primer_ez'], b['llama_primer']), 2)}"
+            + (" over their base block" if s == '3x96' else '') + f" at {t:g} at {s.replace('x', '×')}"
+            for (s, t), b in base.items())
+        + f"); at 10, primer_ez − gpt `{at10('primer_ez', 'gpt')}` and llama_primer − llama "
+        f"`{at10('llama_primer', 'llama')}`."
+        if all(min(b['primer_ez'], b['llama_primer']) > max(v for c, v in b.items() if 'primer' not in c)
+               for b in base.values()) else CHANGED,
+        f"6. SwiGLU against GPT-2's FFN: no gap resolved at any length or CPU shape "
+        f"(`{at10('swiglu', 'gpt')}`)." if all(spans('swiglu', 'gpt', s, t) for s, ts in cpu.items() for t in ts)
+        else CHANGED,
+        f"7. The schedule can change a gap: llama − gpt grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} "
+        "under cosine (paired by seed, one pair of configs, 3×96; not measured at 4×128)."
+        if not [r for r in rows() if r['size'] == '4x128' and r['schedule'] == 'cosine'] else CHANGED,
+        # the shapes
+        "each with a learning-rate grid at seed 1 (every budget's best inside it) and three seeds at each "
+        f"budget's best, {cpu['3x96'][0]:g} to {cpu['3x96'][-1]:g} tokens per parameter"
+        if tuned['3x96'] and all(len(row(c, '3x96', t)['runs']) == 3 for c in seven for t in cpu['3x96']) else CHANGED,
+        f"a grid at seed 1 likewise and three seeds at the best at {cpu['4x128'][-1]:g} tokens per parameter, "
+        f"{cpu['4x128'][0]:g} to {cpu['4x128'][-1]:g}."
+        if tuned['4x128'] and all(len(row(c, '4x128', cpu['4x128'][-1])['runs']) == 3 for c in seven) else CHANGED,
+        "**gMLP against gpt: ahead early, behind late; at the larger shapes it crosses sooner (by the means).**"
+        if None not in first_behind and first_behind[0] > first_behind[1] > first_behind[2] else CHANGED,
+        "**Primer EZ's changes: the largest late gains at both CPU shapes; primer_ez's smaller at 4×128**"
+        if at10('primer_ez', 'gpt') == 'halves' else CHANGED,
+        f"against llama its late gap is not resolved ({fpm('gmlp', 'llama', '3x96', 20.6)} at 20.6)"
+        if spans('gmlp', 'llama', '3x96', 20.6, True) else CHANGED,
+        f"3×96 → 4×128 `{at10('llama', 'gpt')}`, resolved (2 × later − first excludes 0, though the later sign is "
+        "not told)" if at10('llama', 'gpt') == 'halves' and spans('llama', 'gpt', '4x128', 10.1) else CHANGED,
+        # what the records support
         f"At the smallest budget: {L('3x96', 1.3)} (3×96, 1.3 tokens per parameter, 3 seeds), "
         f"{L('4x128', 1.3)} (4×128, 1.3, 3 seeds) and {G('5x288', 1.2)} (5×288, 1.2, one seed)",
         f"3×96 → 4×128 `{LM(('3x96', 1.3), ('4x128', 1.3))}` (it grows by {num(-grow[0], 2)} ± "
@@ -170,21 +265,27 @@ def claims():
         f"({L('3x96', 2.6)} at 2.6)",
         f"at 5 tokens per parameter {L('3x96', 5.2)}, {L('4x128', 5.1)} and {G('5x288', 5)} (one seed) (3×96 → "
         f"4×128 `{LM(('3x96', 5.2), ('4x128', 5.1))}`",
-        f"at 10, {L('3x96', 10.3)} at 3×96, **{L('4x128', 10.1, 3)} at 4×128 (spans 0)** and "
-        f"{G('5x288', 10, 3)} at 5×288 (one seed): 3×96 → 4×128 `{LM(('3x96', 10.3), ('4x128', 10.1))}`",
+        f"at 10, {L('3x96', 10.3)} at 3×96, **{L('4x128', 10.1, 3)} at 4×128{sp('llama', 'gpt', '4x128', 10.1)}** "
+        f"and {G('5x288', 10, 3)} at 5×288 (one seed): 3×96 → 4×128 `{LM(('3x96', 10.3), ('4x128', 10.1))}`",
         f"llama leads by **{num(-gap('llama', 'gpt', '3x96', 20.6)[0], 3)} ± "
         f"{num(gap('llama', 'gpt', '3x96', 20.6)[1], 3)}** (3 seeds); at 5×288, 20 tokens per "
         f"parameter, by {num(-gap('llama', 'gpt', '5x288', 20)[0], 3)} (one seed)",
+        f"gpt_rope (rotary positions in GPT-2's block) − gpt is {pm('gpt_rope', 'gpt', '3x96', 10.3)} at 10.3 (3×96) "
+        f"and {pm('gpt_rope', 'gpt', '4x128', 10.1)} at 10.1 (4×128): `{at10('gpt_rope', 'gpt')}`",
         f"gMLP leads gpt by {num(-gap('gmlp', 'gpt', '3x96', 5.2)[0], 2)} ± "
         f"{num(gap('gmlp', 'gpt', '3x96', 5.2)[1], 2)} at 5.2 tokens per parameter and "
         f"{num(-gap('gmlp', 'gpt', '3x96', 10.3)[0], 2)} ± {num(gap('gmlp', 'gpt', '3x96', 10.3)[1], 2)} "
         "at 10.3",
         f"trails it by **{M('3x96', 20.6, 3, False)} at 20.6**",
+        f"At 4×128 gMLP − gpt is {M('4x128', 1.3)} at 1.3, {M('4x128', 5.0)} at 5.0 and {M('4x128', 10.1, 3)} at "
+        f"10.1: 3×96 → 4×128 `{at10('gmlp', 'gpt')}`",
         f"it leads at 1.2 and 2.5 ({MO('5x288', 1.2)}, {MO('5x288', 2.5)}) and already trails at 5 "
         f"({MO('5x288', 5, 3)}), 10 ({MO('5x288', 10, 3)}",
         f"and 20 ({MO('5x288', 20, 3)})",
+        "gMLP trails llama at every budget at 3×96 (and at 4×128 by the means)" if ml_told and ml_means else CHANGED,
         f"as much at 5×288 at its three largest budgets: {ML('3x96', 5.2, 3, False)}, {ML('3x96', 10.3, 3, False)} and "
         f"{ML('3x96', 20.6, 3, False)} at 5.2, 10.3 and 20.6 at 3×96",
+        f"at 4×128, {ML('4x128', 10.1, 3, False)} at 10.1",
         f"{MLO('5x288', 5, 3, False)}, {MLO('5x288', 10, 3, False)} and {MLO('5x288', 20, 3, False)} "
         "at 5×288 (one seed" + ("; `{}`)".format(*late_ml) if len(late_ml) == 1 else CHANGED),
         f"the schedule view marks it `{sched_mark}`: one seed's ratio",
@@ -196,35 +297,21 @@ def claims():
         f"llama_primer leads llama by **{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 3)} ± "
         f"{num(gap('llama_primer', 'llama', '3x96', 20.6)[1], 3)}** (and gpt by "
         f"{num(-gap('llama_primer', 'gpt', '3x96', 20.6)[0], 3)} ± {num(gap('llama_primer', 'gpt', '3x96', 20.6)[1], 3)})",
-        f"swiglu − gpt is not resolved at any budget ({pm('swiglu', 'gpt', '3x96', 20.6, 3)} at 20.6",
-        f"swiglu trails llama ({pm('swiglu', 'llama', '3x96', 20.6, 3)})",
+        f"At 10: primer_ez − gpt {pm('primer_ez', 'gpt', '3x96', 10.3)} at 3×96 and "
+        f"{pm('primer_ez', 'gpt', '4x128', 10.1)} at 4×128 (`{at10('primer_ez', 'gpt')}`), llama_primer − llama "
+        f"{pm('llama_primer', 'llama', '3x96', 10.3)} and {pm('llama_primer', 'llama', '4x128', 10.1)} "
+        f"(`{at10('llama_primer', 'llama')}`)",
+        f"swiglu − gpt is not resolved at any budget at either shape ({pm('swiglu', 'gpt', '3x96', 20.6, 3)} at "
+        f"20.6 at 3×96, {pm('swiglu', 'gpt', '4x128', 10.1, 3)} at 10.1 at 4×128"
+        if all(spans('swiglu', 'gpt', s, t) for s, ts in cpu.items() for t in ts) else CHANGED,
+        f"swiglu trails llama at 3×96 ({pm('swiglu', 'llama', '3x96', 20.6, 3)} at 20.6)"
+        if gap('swiglu', 'llama', '3x96', 20.6)[0] > 0 and not spans('swiglu', 'llama', '3x96', 20.6) else CHANGED,
         f"at every shape llama − gpt at 1.2–1.3 tokens per parameter ({num(-early[0][0], 2)}–"
         f"{num(-early[2][0], 2)}) is larger than at 10 ({num(-late[2][0], 2)}–{num(-late[0][0], 2)}): "
         f"{ratio_96:.1f} times at 3×96, {ratio_128:.0f} at 4×128 by the means (at least "
         f"{floor_128:.1f} within the intervals) and {ratio_288:.0f} at 5×288 (one seed)",
-        f"3. gMLP beats GPT-2's block early and trails it late ({M('3x96', 20.6, 3, False)} behind at "
-        "3×96, 20.6 tok/param); at equal training FLOPs it leads gpt at every budget read at 3×96 ("
-        if all(stats.holds_zero(*g[:2]) is False and g[0] < 0 for g in read_96) else CHANGED,
-        f"{num(-flops_gap('gmlp', 'gpt', '3x96', 20.6)[0], 3)} ± {num(flops_gap('gmlp', 'gpt', '3x96', 20.6)[1], 3)} "
-        f"ahead at 20.6: it spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token there, so gpt's "
-        f"loss is read between its own budgets, at about {20.6 * flops_ratio('gmlp', 'gpt', '3x96'):.0f} tokens per "
-        f"parameter, where no gpt run ended); at 5×288 (one seed, {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's "
-        "FLOPs) it trails at 5 and 10 tokens per parameter either way." if all(
-            gap('gmlp', 'gpt', '5x288', x)[0] > 0 and flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10))
-        and not any(abs(r['budget_value'] / 3840 * 20.6 - 20.6 * flops_ratio('gmlp', 'gpt', '3x96')) < 1
-                    for r in rows() if r['config'] == 'gpt' and r['size'] == '3x96') else CHANGED,
-        "at equal FLOPs it leads llama at 5.2 and 10.3 tokens per parameter** (" + ', '.join(
-            f"{num(-flops_gap('gmlp', 'llama', '3x96', x)[0], 3)} ± {num(flops_gap('gmlp', 'llama', '3x96', x)[1], 3)}"
-            for x in (5.2, 10.3)) + "), and its late gap there is not resolved ("
-        f"{num(flops_gap('gmlp', 'llama', '3x96', 20.6)[0], 3, True)} ± "
-        f"{num(flops_gap('gmlp', 'llama', '3x96', 20.6)[1], 3)} at 20.6)."
-        if all(flops_gap('gmlp', 'llama', '3x96', x)[0] + flops_gap('gmlp', 'llama', '3x96', x)[1] < 0
-               for x in (5.2, 10.3)) else CHANGED,
-        f"5. Primer EZ's changes give the largest late gains "
-        f"({num(-gap('primer_ez', 'gpt', '3x96', 20.6)[0], 2)}-"
-        f"{num(-gap('llama_primer', 'llama', '3x96', 20.6)[0], 2)} over their base block), at 3×96 only;",
-        f"7. The schedule can change a gap: llama − gpt grows by {num(-sched[0], 3)} ± {num(sched[1], 3)} "
-        "under cosine (paired by seed, one pair of configs, 3×96).",
+        f"At 4×128 it spends {flops_ratio('gmlp', 'gpt', '4x128'):.2f}× gpt's FLOPs, and its gap at equal FLOPs at "
+        f"10.1 is {fpm('gmlp', 'gpt', '4x128', 10.1)} to gpt and {fpm('gmlp', 'llama', '4x128', 10.1)} to llama",
     ]
     gpt_edge = sorted(report.tokens_per_param([r for r in rows() if r['size'] == '5x288'])[r['budget_value']]
                       for r in rows() if r['size'] == '5x288' and r['config'] == 'gpt' and r['edge'] == 'bottom')
@@ -250,16 +337,13 @@ def claims():
     readme.append(f"about {sum(r['wall_s'] for r in email) / 2 / 60:.0f} minutes on a 2-core CPU: its "
                   f"{['', 'one', 'two', 'three', 'four', 'five', 'six'][len(email)]} runs' wall seconds, "
                   "two at a time")
-    untuned = [r for r in rows('results/h100/ranking_site.jsonl') if r['config'] == 'gmlp'
-               and r['budget_value'] == 1560][0]  # 10 tokens per parameter, lr untuned
-    readme.append(f"RESULTS.md §4 gave {num(untuned['gap'], 3, True)})")
-    readme += [f"there gMLP spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token",
+    readme += [f"there gMLP spends {flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's FLOPs per token, and against "
+               "gpt's loss at the same FLOPs it leads at every budget read"
+               if all(stats.holds_zero(*g[:2]) is False and g[0] < 0 for g in read_96) else CHANGED,
                f"At 5×288, spending {flops_ratio('gmlp', 'gpt', '5x288'):.2f}× gpt's FLOPs"]
     ms = step_ms()
     order = ('swiglu', 'gmlp', 'gpt_rope', 'primer_ez', 'llama', 'llama_primer')
-    readme += [f"Its step takes {ms['primer_ez'] / ms['gpt']:.2f}× gpt's time for "
-               f"{flops_ratio('primer_ez', 'gpt', '3x96'):.2f}× the FLOPs (3×96, CPU)",
-               ', '.join(f"{c} {ms[c] / ms['gpt']:.2f}×" for c in order) + ", where their FLOPs per "
+    readme += [', '.join(f"{c} {ms[c] / ms['gpt']:.2f}×" for c in order) + ", where their FLOPs per "
                "token are " + ', '.join(f"{flops_ratio(c, 'gpt', '3x96'):.2f}×" for c in order[:-1])
                + f" and {flops_ratio(order[-1], 'gpt', '3x96'):.2f}×"]
     h100 = {(r['impl'], r['batch_size']): r for r in map(json.loads, open(
@@ -338,26 +422,17 @@ def readme_setup():
     quick = source('configs/quick.py')
     mb = pydoc_mb()
     ci_loss = re.search(r"quick start's val loss ([\d.]+) is README's", source(CI[0])).group(1)
-    words = {1: 'one', 2: 'two', 3: 'three'}
     top, early, late = tpps('3x96')[-1], min(tpps(s)[0] for s in ('3x96', '4x128', '5x288')), \
         [tpps(s)[-1] for s in ('3x96', '4x128', '5x288')]
-    by128 = [r for r in rows() if r['size'] == '4x128']
-    lr128 = {lr(r['lr']) for r in by128}
-    assert len(lr128) == 1, lr128
-    n128 = {len(r['runs']) for r in by128}
     seeds288 = sorted({r['seed'] for r in records('results/h200/shapes_site.jsonl')})
     batch = {s: {(r['batch_size'], r['block_size']) for r in records() if r['size'] == s} for s in ('3x96', '5x288')}
     assert all(len(b) == 1 for b in batch.values()), batch
     (b96, t96), (b288, t288) = batch['3x96'].pop(), batch['5x288'].pop()
-    single = [t for t in tpps('3x96') if gap('gmlp', 'llama', '3x96', t)[2] == 1]
-    swi = [t for t in tpps('3x96') if gap('swiglu', 'gpt', '3x96', t)[2] == 1]
-    assert swi == tpps('3x96')[:len(swi)], swi
     flips, fflips = ([b for a, b in zip(tpps('3x96'), tpps('5x288'))
                       if mark('gmlp', 'gpt', ('3x96', a), ('5x288', b), flops) == 'flips (unresolved)']
                      for flops in (False, True))
     g_best = [grid('gmlp', '3x96', t) for t in tpps('3x96')]
     settled = next(i for i in range(len(g_best)) if all(x[0] == g_best[-1][0] for x in g_best[i:]))
-    ez = grid('primer_ez', '3x96', top)
     sched_n = {gap('llama', 'gpt', '3x96', top, s)[2] for s in ('wsd', 'cosine')}
     probe = {(r['width'], r['T'], r['N']) for r in records('results/probe.jsonl', 'probe')}
     email = records('results/example_email.jsonl')
@@ -372,19 +447,12 @@ def readme_setup():
             f"`pydoc_data.topics`, {mb} MB in Python 3.11, char-level",
             f"trains a {header}-parameter GPT on it for {iters:,} iterations", f"streams {chars} characters",
             f"Final val loss {ci_loss} on 2 CPU cores",
-            f"at 3×96 ({words[len(single)]} seed at {', '.join(f'{t:g}' for t in single)})",
-            f"(3×96; one seed below {tpps('3x96')[len(swi)]:g} tokens per parameter)",
             f"**early** is a shape's fewest tokens per parameter ({early:g}–{first:g}), "
             f"**late** its most ({min(late):.0f}–{max(late):g})",
             f"batch {b96} × {t96}, on the 2-core CPU",
-            f"with a learning-rate grid at seed 1 (the best at {top:g} tokens per parameter inside it) and three "
-            f"seeds at that best (below {top:g} a best lr run on seed 1 only says",
-            f"gpt and llama at lr {lr128.pop()} (untuned), {words[min(n128)]} seeds, {tpps('4x128')[0]:g} to "
-            f"{tpps('4x128')[-1]:g} tokens per parameter",
             f"batch {b288} × {t288}, bf16, compiled",
             f"a learning-rate grid at seed {seeds288[0]} only, {tpps('5x288')[0]:g} to {tpps('5x288')[-1]:g} tokens "
             f"per parameter (seeds 2 and 3 wait" if seeds288 == [1] else CHANGED,
-            f"At 4×128 both ran untuned at lr {grid('llama', '4x128', 10.1)[0]}",
             f"At 3×96's top budget, {top:g} tokens per parameter, llama leads by",
             f"At 3×96 ({g_best[-1][1]} seeds at lr {g_best[-1][0]}, the best of {', '.join(g_best[-1][2][:-1])} and "
             f"{g_best[-1][2][-1]} from {tpps('3x96')[settled]:g} tokens per parameter on)",
@@ -394,8 +462,6 @@ def readme_setup():
                 flops_gap('gmlp', 'gpt', '5x288', x)[0] > 0 for x in (5, 10)) else CHANGED,
             f"(3×96, {top:g} tokens per parameter, gpt and llama each at its own best lr under each schedule, "
             f"{sched_n.pop()} seeds;" if len(sched_n) == 1 else CHANGED,
-            f"(3×96 only, one val set; lr {ez[0]}, the best of {', '.join(ez[2][:-1])} and {ez[2][-1]} at "
-            f"{top:g} on seed 1, {ez[1]} seeds there;",
             "one cell: width {}, T = {}, N = {};".format(*probe.pop()) if len(probe) == 1 else CHANGED,
             f"two blocks, {len({r['seed'] for r in email})} seeds" if len({r['config'] for r in email}) == 2 else CHANGED,
             f"Its table ({email[0]['size']}, adamw, max_iters={email[0]['budget_value']} in every row",
@@ -534,8 +600,11 @@ def results_1a():
     assert all(abs(p / ps['gpt'] - 1) <= tol for ps in params.values() for p in ps.values())
     cool = float(re.search(r'cooldown_frac: float = ([\d.]+)', source('train.py')).group(1))
     b128 = sorted({r['budget_value'] for r in rs if r['size'] == '4x128'})
-    lr128 = {r['lr'] for r in rs if r['size'] == '4x128'}
-    assert len(lr128) == 1
+    seven = sorted({r['config'] for r in rs if r['size'] == '3x96' and r['schedule'] == 'wsd'}, key=stats.arch_key)
+    t128 = tpps('4x128')
+    whole128 = all(not row(c, '4x128', t)['edge'] and len(grid(c, '4x128', t)[2]) >= 3 for c in seven for t in t128) \
+        and all(len(row(c, '4x128', t128[-1])['runs']) == 3 for c in seven)
+    halved = all(row(c, '4x128', 10.1)['lr'] * 2 == row(c, '3x96', 10.3)['lr'] for c in seven)
     noise = max(r[k] for r in rows() if r['size'] in ('3x96', '4x128') for k in ('eval_se', 'eval_se_llama')
                 if r.get(k) is not None)
     first = records('results/regime_stdlib.jsonl')
@@ -547,8 +616,8 @@ def results_1a():
     cpython = re.search(r'cpython ([\d.]+)', v96[0]['corpus']).group(1)
     ez, sw, gm = grid('primer_ez', '3x96', top), grid('swiglu', '3x96', top), grid('gmlp', '3x96', top)
     lo = {c: [row(c, '3x96', t) for t in tpps('3x96')[:-1]] for c in ('primer_ez', 'swiglu')}
-    seed3 = {c: [x['val_loss'] for x in row(c, '4x128', 10.1)['runs'] if x['seed'] == 3][0] for c in ('llama', 'gpt')}
-    l4, l2 = mean_val('llama', '3x96', 1920, 4e-3), mean_val('llama', '3x96', 1920, 2e-3)
+    pez = [gap('primer_ez', 'llama', '3x96', t)[:2] for t in tpps('3x96')]
+    lead = [t for t, (m, h) in zip(tpps('3x96'), pez) if m < 0 and not stats.holds_zero(m, h)]
     ends = {c: (row(c, '3x96', top, 'cosine'), row(c, '3x96', top, 'wsd')) for c in ('gpt', 'llama')}
     y = report.gap_of('gpt')
     by = [row('llama', '3x96', top, s)[f'{y}_by_seed'] for s in ('cosine', 'wsd')]
@@ -572,20 +641,22 @@ def results_1a():
         f"{float(flag['--learning_rate']) / float(flag['--min_lr']):.0f} over the last "
         f"{ {0.2: 'fifth', 0.25: 'quarter'}[cool] };",
         f"**4 layers × 128** ({params['4x128']['gpt'] / 1e3:.0f}k parameters, budgets {b128[0]:,} to {b128[-1]:,} = "
-        f"{tpps('4x128')[0]:g} to {tpps('4x128')[-1]:g} tokens per parameter): gpt and llama at lr "
-        f"{lr(lr128.pop())} (not tuned there), seeds 1-3",
+        f"{t128[0]:g} to {t128[-1]:g} tokens per parameter): the same seven configs, a grid at seed 1 around each "
+        f"one's 3×96 best, extended while a best sat at its edge, and seeds 1-3 at each config's best at {t128[-1]:g}"
+        if whole128 and len(seven) == 7 else CHANGED,
         f"over the {nb} val batches a gap between two configs has a standard error of at most {noise:.4f}",
         f"at {nb_first} batches (the first study's) it is about twice that, {noise * math.sqrt(nb / nb_first):.3f}",
         f"A val loss's own standard error over its batches is about "
         f"{sum(r['val_se'] for r in v96) / len(v96):.3f}",
         f"**What ran** ({len(rs)} records, the 2-core x86-64 VM, torch {torch_v}, float32",
         f"at the largest budget of each: {what_ran()}.",
-        f"seeds 2 and 3 at the lrs that seed 1 picks below {top:g} where they differ from the best at {top:g} "
-        f"({below_top()})",
-        f"**At 4×128** (gpt and llama, lr {grid('llama', '4x128', 10.1)[0]}, not tuned there, seeds 1-3",
+        f"at 4×128, seeds 2 and 3 at the lrs that seed 1 picks below {t128[-1]:g} where they differ from the best at "
+        f"{t128[-1]:g} ({below_top('4x128')})" if not below_top('3x96') else CHANGED,
+        f"**At 4×128** (the same seven configs and val set; seeds 1-3 at each config's best lr at {t128[-1]:g}"
+        if whole128 else CHANGED,
         f"(3×96, {budgets[-1]:,} iterations = {top:g} tokens per parameter, each config",
         # what it shows
-        f"(3×96 only; lr grid {', '.join(ez[2])} at seed 1, best {ez[0]} at {top:g} for both, inside the grid; "
+        f"(3×96: lr grid {', '.join(ez[2])} at seed 1, best {ez[0]} at {top:g} for both, inside the grid; "
         f"{ez[1]} seeds there): at {top:g} tokens per parameter primer_ez leads gpt by "
         f"**{num(-gap('primer_ez', 'gpt', '3x96', top)[0], 3)} ± {num(gap('primer_ez', 'gpt', '3x96', top)[1], 3)}** "
         f"and llama by {num(-gap('primer_ez', 'llama', '3x96', top)[0], 3)} ± "
@@ -593,31 +664,29 @@ def results_1a():
         f"**{num(-gap('llama_primer', 'llama', '3x96', top)[0], 3)} ± {num(gap('llama_primer', 'llama', '3x96', top)[1], 3)}** "
         f"and gpt by {num(-gap('llama_primer', 'gpt', '3x96', top)[0], 3)} ± "
         f"{num(gap('llama_primer', 'gpt', '3x96', top)[1], 3)}.",
-        "Below {:g}, on seed 1 at its best lr there, primer_ez's gap to llama is {}: its lead over llama "
-        "is resolved at {:g} only.".format(top, ', '.join(f"{num(x['gap_llama'], 3, True)} at {t:g}" for x, t in
-                                                           zip(lo['primer_ez'], tpps('3x96'))), top),
+        f"Below {top:g}, at its best lr there, primer_ez − llama is "
+        + ', '.join(f"{pm('primer_ez', 'llama', '3x96', t, 3)} at {t:g}" for t in tpps('3x96')[:-1])
+        + f": its lead over llama is resolved from {lead[0]:g} on." if lead == tpps('3x96')[-len(lead):] else CHANGED,
+        f"At 4×128, at {t128[-1]:g}: primer_ez − gpt {pm('primer_ez', 'gpt', '4x128', 10.1, 3)}, llama_primer − llama "
+        f"{pm('llama_primer', 'llama', '4x128', 10.1, 3)}; from 3×96's 10.3, `{at10('primer_ez', 'gpt')}` and "
+        f"`{at10('llama_primer', 'llama')}` (§1c)",
         f"From {tpps('3x96')[0]:g} to {top:g} primer_ez's lead over gpt goes from "
         f"{num(-lo['primer_ez'][0]['gap'], 2)} to {num(-gap('primer_ez', 'gpt', '3x96', top)[0], 2)}, llama_primer's "
         f"from {num(-gap('llama_primer', 'gpt', '3x96', 1.3)[0], 2)} to {num(-gap('llama_primer', 'gpt', '3x96', top)[0], 2)}, "
         f"llama's from {num(-gap('llama', 'gpt', '3x96', 1.3)[0], 2)} to {num(-gap('llama', 'gpt', '3x96', top)[0], 3)}",
         f"The first study's two seeds on their own val sets gave {pm('primer_ez', 'gpt', '3x96', 20.6, paths=R)} "
         f"and {pm('llama_primer', 'llama', '3x96', 20.6, paths=R)}",
-        f"(3×96 only; lr grid {', '.join(sw[2])} at seed 1, best {sw[0]} at {top:g}, inside the grid; {sw[1]} seeds "
-        f"there): swiglu − gpt is not resolved at any budget ({pm('swiglu', 'gpt', '3x96', top, 3)} at {top:g}; at "
-        f"5.2 and 10.3 the intervals span 0 too, ± {num(gap('swiglu', 'gpt', '3x96', 5.2)[1], 3)} and ± "
-        f"{num(gap('swiglu', 'gpt', '3x96', 10.3)[1], 3)}; at 1.3 and 2.6 seed 1 picks "
-        f"{lr(lo['swiglu'][0]['lr'])}, run on seed 1 only: {num(lo['swiglu'][0]['gap'], 3)}, "
-        f"{num(lo['swiglu'][1]['gap'], 3)}, n=1)",
+        f"(3×96: lr grid {', '.join(sw[2])} at seed 1, best {sw[0]} at {top:g}, inside the grid; {sw[1]} seeds "
+        f"at each budget's best): swiglu − gpt is not resolved at any budget at either shape "
+        f"({pm('swiglu', 'gpt', '3x96', top, 3)} at {top:g}; below it the intervals span 0 too, "
+        + ', '.join(f"± {num(gap('swiglu', 'gpt', '3x96', t)[1], 3)}" for t in tpps('3x96')[:-1])
+        + f"; at 4×128 {pm('swiglu', 'gpt', '4x128', 10.1, 3)} at {t128[-1]:g})"
+        if all(spans('swiglu', 'gpt', s_, t) for s_ in ('3x96', '4x128') for t in tpps(s_)) else CHANGED,
         f"behind llama by {num(gap('swiglu', 'llama', '3x96', top)[0], 3)} ± {num(gap('swiglu', 'llama', '3x96', top)[1], 3)} "
         f"at {top:g} (first study: {pm('swiglu', 'llama', '3x96', 20.6, paths=R)})",
-        f"llama leads gpt by {pm('llama', 'gpt', '4x128', 1.3, sign=False).replace('−', '')} at 1.3 tokens per parameter, "
-        f"{pm('llama', 'gpt', '4x128', 2.5, sign=False).replace('−', '')} at 2.5 and "
-        f"{pm('llama', 'gpt', '4x128', 5.0, sign=False).replace('−', '')} at 5.0, and by "
-        f"{num(-gap('llama', 'gpt', '4x128', 10.1)[0], 3)} ± {num(gap('llama', 'gpt', '4x128', 10.1)[1], 3)} at 10.1, "
-        f"an interval that spans 0: llama's seed 3 ended at {seed3['llama']:.4f}, level with gpt's "
-        f"{seed3['gpt']:.4f} on that seed",
-        f"At 3×96's matching budget (10.3) 4e-3 is llama's best lr too ({l4[0]:.4f} against 2e-3's {l2[0]:.4f}, "
-        f"{l4[1]} seeds each)" if l4[0] < l2[0] and l4[1] == l2[1] else CHANGED,
+        "At 4×128 llama − gpt is " + ', '.join(f"{pm('llama', 'gpt', '4x128', t)} at {t:g}" for t in t128[:-1])
+        + f" and {pm('llama', 'gpt', '4x128', t128[-1], 3)} at {t128[-1]:g} tokens per parameter"
+        + (", an interval that spans 0" if spans('llama', 'gpt', '4x128', t128[-1]) else ''),
         f"llama leads gpt at every budget; at {top:g} tokens per parameter by "
         f"**{num(-gap('llama', 'gpt', '3x96', top)[0], 3)} ± {num(gap('llama', 'gpt', '3x96', top)[1], 3)} "
         f"({gap('llama', 'gpt', '3x96', top)[2]} seeds)**, a resolved gap a ninth of the one at 1.3 "
@@ -631,6 +700,8 @@ def results_1a():
         f"{pm('gmlp', 'gpt', '3x96', top, 4)}, having led gpt by {pm('gmlp', 'gpt', '3x96', 5.2, sign=False).replace('−', '')} "
         f"at 5.2 and {pm('gmlp', 'gpt', '3x96', 10.3, sign=False).replace('−', '')} at 10.3",
         f"gpt_rope's gaps at {top:g} span 0 ({pm('gpt_rope', 'gpt', '3x96', top, 4)} to gpt)",
+        f"At 4×128 at {t128[-1]:g}: gMLP − gpt {pm('gmlp', 'gpt', '4x128', 10.1, 3)}, gMLP − llama "
+        f"{pm('gmlp', 'llama', '4x128', 10.1, 3)}, gpt_rope − gpt {pm('gpt_rope', 'gpt', '4x128', 10.1, 3)}",
         f"gpt ends {ends['gpt'][0]['val'] - ends['gpt'][1]['val']:.3f} worse under cosine than under WSD at its own best "
         f"lr ({ends['gpt'][0]['val']:.4f} against {ends['gpt'][1]['val']:.4f}), llama "
         f"{ends['llama'][0]['val'] - ends['llama'][1]['val']:.3f} worse ({ends['llama'][0]['val']:.4f} against "
@@ -640,8 +711,6 @@ def results_1a():
         f"the means' doubling ({cos[0] / wsd[0]:.1f}×) is not: one seed's ratio is {ratios[-1]:.1f} "
         f"({ratios[0]:.1f} and {ratios[1]:.1f} the others), and the view marks it "
         f"`{mark('llama', 'gpt', ('3x96', top, 'wsd'), ('3x96', top, 'cosine'), schedule=True)}`",
-        f"At 4×128 ({len(row('llama', '4x128', 10.1)['runs'])} seeds, lr {grid('llama', '4x128', 10.1)[0]} for both, "
-        "untuned)",
         "under cosine; gpt's, primer_ez's, llama_primer's and swiglu's {}, gpt_rope's and gMLP's {}, each inside "
         "its grid".format(*sorted({lr(row(c, '3x96', top)['lr']) for c in ('gpt', 'primer_ez', 'llama_primer', 'swiglu')}),
                           *sorted({lr(row(c, '3x96', top)['lr']) for c in ('gpt_rope', 'gmlp')}))
@@ -650,6 +719,10 @@ def results_1a():
         f"llama's best at {top:g} is 2e-3 under WSD (4e-3 {s1[4e-3] - s1[2e-3]:.3f} behind it on seed 1, 1e-3 "
         f"{s1[1e-3] - s1[2e-3]:.3f} behind) and {lr(row('llama', '3x96', top, 'cosine')['lr'])} under cosine"
         if min(lg, key=lambda x: lg[x][0]) == 2e-3 else CHANGED,
+        f"At 4×128 every config's best lr at {t128[-1]:g} (seed 1's pick) is half its best at 10.3 at 3×96: "
+        + ', '.join(f"{c} {lr(row(c, '4x128', t128[-1])['lr'])}" for c in seven) if halved else CHANGED,
+        "No lr move from 3×96 to 5×288 is resolved (at 4×128 every config's best at seed 1 is half its 3×96 one: "
+        "§1a)" if halved else CHANGED,
     ]
 
 
