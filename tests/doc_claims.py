@@ -121,9 +121,9 @@ def num(v, digits, sign=False):
     return text.replace('-', '−')
 
 
-def pm(config, ref, size, tpp, digits=2, sign=True, **kw):
-    """'−0.45 ± 0.04': a gap ± its 95% half-width; '−0.18 (one seed)' where one seed ran."""
-    mean, half, _ = gap(config, ref, size, tpp, **kw)
+def pm(config, ref, size, tpp, digits=2, sign=True, flops=False, **kw):
+    """'−0.45 ± 0.04': a gap ± its 95% half-width (at equal FLOPs: flops); '−0.18 (one seed)' where one seed ran."""
+    mean, half = (flops_gap(config, ref, size, tpp) if flops else gap(config, ref, size, tpp, **kw))[:2]
     return f"{num(mean, digits, sign)} " + ("(one seed)" if half is None else f"± {num(half, digits)}")
 
 
@@ -176,10 +176,6 @@ def claims():
     at_ten = {('3x96', 10.3), ('4x128', 10.1)}
     tuned = {s: all(not row(c, s, t)['edge'] for c in seven for t in ts) for s, ts in cpu.items()}
 
-    def fpm(config, ref, size, tpp, digits=3):  # a gap at equal FLOPs as pm writes one at equal tokens
-        mean, half = flops_gap(config, ref, size, tpp)[:2]
-        return f"{num(mean, digits, True)} " + ("(one seed)" if half is None else f"± {num(half, digits)}")
-
     def sp(config, ref, size, tpp, flops=False):  # ' (spans 0)' where an interval holds 0
         half = (flops_gap if flops else gap)(config, ref, size, tpp)[1]
         return ' (spans 0)' if half is not None and spans(config, ref, size, tpp, flops) else ''
@@ -187,7 +183,8 @@ def claims():
     rope = [gap('gpt_rope', 'gpt', s, 1.3)[:2] for s in cpu]
     lost = [not spans(c, ref, '3x96', 10.3, f) and spans(c, ref, '4x128', 10.1, f) for c, ref, f in (
         ('gmlp', 'gpt', False), ('gmlp', 'gpt', True), ('gmlp', 'llama', True), ('llama', 'gpt', False),
-        ('gpt_rope', 'gpt', False), ('primer_ez', 'gpt', False), ('llama_primer', 'llama', False), ('swiglu', 'gpt', False))]
+        ('gpt_rope', 'gpt', False), ('primer_ez', 'gpt', False), ('llama_primer', 'llama', False),
+        ('swiglu', 'gpt', False))]
     base = {(s, t): {c: -gap(c, ref, s, t)[0] for c, ref in (
         ('primer_ez', 'gpt'), ('llama_primer', 'llama'), ('llama', 'gpt'), ('swiglu', 'gpt'), ('gpt_rope', 'gpt'),
         ('gmlp', 'gpt'))} for s, t in (('3x96', 20.6), ('4x128', 10.1))}
@@ -207,14 +204,14 @@ def claims():
         f"tokens per parameter gMLP − gpt is {M('3x96', 10.3)} at 3×96 (it trails from 20.6 on: {M('3x96', 20.6, 3)}) "
         f"and {M('4x128', 10.1)} at 4×128{sp('gmlp', 'gpt', '4x128', 10.1)}, `{at10('gmlp', 'gpt')}`. At equal "
         f"training FLOPs ({flops_ratio('gmlp', 'gpt', '3x96'):.2f}× gpt's per token at 3×96, "
-        f"{flops_ratio('gmlp', 'gpt', '4x128'):.2f}× at 4×128) it is {fpm('gmlp', 'gpt', '3x96', 10.3)} and "
-        f"{fpm('gmlp', 'gpt', '4x128', 10.1)}{sp('gmlp', 'gpt', '4x128', 10.1, True)}: `{at10('gmlp', 'gpt', True)}`"
+        f"{flops_ratio('gmlp', 'gpt', '4x128'):.2f}× at 4×128) it is {pm('gmlp', 'gpt', '3x96', 10.3, 3, flops=True)} and "
+        f"{pm('gmlp', 'gpt', '4x128', 10.1, 3, flops=True)}{sp('gmlp', 'gpt', '4x128', 10.1, True)}: `{at10('gmlp', 'gpt', True)}`"
         if gm['3x96'][0] < 0 < gm['3x96'][-1] and gm['4x128'][0] < 0 <= gm['4x128'][-1] and gm['3x96'][-2] < 0
         else CHANGED,
         "2. gMLP trails LLaMA's block at every training length at 3×96 (and at 4×128 by the means); **at equal FLOPs "
         "it leads llama at 5.2 and 10.3 tokens per parameter at 3×96** (" + ', '.join(
             f"{num(-flops_gap('gmlp', 'llama', '3x96', x)[0], 3)} ± {num(flops_gap('gmlp', 'llama', '3x96', x)[1], 3)}"
-            for x in (5.2, 10.3)) + f") and is {fpm('gmlp', 'llama', '4x128', 10.1)} at 10.1 at 4×128: "
+            for x in (5.2, 10.3)) + f") and is {pm('gmlp', 'llama', '4x128', 10.1, 3, flops=True)} at 10.1 at 4×128: "
         f"`{at10('gmlp', 'llama', True)}`."
         if ml_told and ml_means
         and all(flops_gap('gmlp', 'llama', '3x96', x)[0] + flops_gap('gmlp', 'llama', '3x96', x)[1] < 0
@@ -253,7 +250,7 @@ def claims():
         if None not in first_behind and first_behind[0] > first_behind[1] > first_behind[2] else CHANGED,
         "**Primer EZ's changes: the largest late gains at both CPU shapes; primer_ez's smaller at 4×128**"
         if at10('primer_ez', 'gpt') == 'halves' else CHANGED,
-        f"against llama its late gap is not resolved ({fpm('gmlp', 'llama', '3x96', 20.6)} at 20.6)"
+        f"against llama its late gap is not resolved ({pm('gmlp', 'llama', '3x96', 20.6, 3, flops=True)} at 20.6)"
         if spans('gmlp', 'llama', '3x96', 20.6, True) else CHANGED,
         f"3×96 → 4×128 `{at10('llama', 'gpt')}`, resolved (2 × later − first excludes 0, though the later sign is "
         "not told)" if at10('llama', 'gpt') == 'halves' and spans('llama', 'gpt', '4x128', 10.1) else CHANGED,
@@ -311,7 +308,8 @@ def claims():
         f"{ratio_96:.1f} times at 3×96, {ratio_128:.0f} at 4×128 by the means (at least "
         f"{floor_128:.1f} within the intervals) and {ratio_288:.0f} at 5×288 (one seed)",
         f"At 4×128 it spends {flops_ratio('gmlp', 'gpt', '4x128'):.2f}× gpt's FLOPs, and its gap at equal FLOPs at "
-        f"10.1 is {fpm('gmlp', 'gpt', '4x128', 10.1)} to gpt and {fpm('gmlp', 'llama', '4x128', 10.1)} to llama",
+        f"10.1 is {pm('gmlp', 'gpt', '4x128', 10.1, 3, flops=True)} to gpt and "
+        f"{pm('gmlp', 'llama', '4x128', 10.1, 3, flops=True)} to llama",
     ]
     gpt_edge = sorted(report.tokens_per_param([r for r in rows() if r['size'] == '5x288'])[r['budget_value']]
                       for r in rows() if r['size'] == '5x288' and r['config'] == 'gpt' and r['edge'] == 'bottom')
