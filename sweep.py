@@ -211,7 +211,7 @@ def plan_run(path, sweep, overrides, *, seed, lr, size, budget=None):
         run = dataclasses.replace(cfg, **budget)
     except ValueError as e:  # a kept warmup too long for this budget: the two ways out
         def room(n):  # the longest warmup a budget of n iterations has room for
-            return n - round(cfg.cooldown_frac * n) if wsd else n - 1
+            return cfg.cooldown_start(n) if wsd else n - 1
         fix = '' if not (kept and cfg.decay_lr and room(iters) < cfg.warmup_iters) else (
             f"; give --warmup_iters={max(room(iters), 0)} or less, or budgets of "
             f"{next(n for n in itertools.count(iters) if room(n) >= cfg.warmup_iters)} iterations "

@@ -132,8 +132,9 @@ class TrainConfig(GPTConfig):
         """The evaluation batches' seed: eval_seed, one val set for every run; -1: the run's."""
         return self.seed if self.eval_seed == -1 else self.eval_seed
 
-    def cooldown_start(self):  # wsd: the iteration where the cooldown begins
-        return self.lr_decay_iters - round(self.cooldown_frac * self.lr_decay_iters)
+    def cooldown_start(self, n=None):  # wsd: the iteration where the cooldown begins (of n iterations)
+        n = n or self.lr_decay_iters
+        return n - round(self.cooldown_frac * n)
 
     def lr_at(self, it):
         """Learning rate at iteration `it`: linear warmup, then down to min_lr at lr_decay_iters,

@@ -115,6 +115,19 @@ def mark(config, ref, a, b, flops=False, schedule=False):
     return stats.change_marks(cells, 'g' if flops else report.gap_of(ref), schedule)[0].split(';')[0]
 
 
+def study_configs():
+    """The configs of the 3x96 study under WSD, in the report's order: the ones 4x128 repeats."""
+    return sorted({r['config'] for r in rows() if r['size'] == '3x96' and r['schedule'] == 'wsd'}, key=stats.arch_key)
+
+
+def tuned_at(size, top_seeds=True):
+    """Whether every study config's best lr at every budget of size lies inside a grid of 3 or more, and
+    (top_seeds) has 3 seeds at the largest budget."""
+    ts, cs = tpps(size), study_configs()
+    return all(not row(c, size, t)['edge'] and len(grid(c, size, t)[2]) >= 3 for c in cs for t in ts) and (
+        not top_seeds or all(len(row(c, size, ts[-1])['runs']) == 3 for c in cs))
+
+
 def num(v, digits, sign=False):
     """A number as the prose writes it: `digits` decimals, a typographic minus, + when `sign`."""
     text = f"{v:+.{digits}f}" if sign else f"{abs(v):.{digits}f}" if v >= 0 else f"{v:.{digits}f}"
@@ -171,10 +184,9 @@ def claims():
             read_96.append(flops_gap('gmlp', 'gpt', '3x96', x))
     late_ml = {mark('gmlp', 'llama', ('3x96', a), ('5x288', b)) for a, b in ((5.2, 5), (10.3, 10), (20.6, 20))}
     sched_mark = mark('llama', 'gpt', ('3x96', 20.6, 'wsd'), ('3x96', 20.6, 'cosine'), schedule=True)
-    seven = ('gpt', 'llama', 'gpt_rope', 'gmlp', 'primer_ez', 'llama_primer', 'swiglu')
+    seven = study_configs()
     cpu = {'3x96': tpps('3x96'), '4x128': tpps('4x128')}
     at_ten = {('3x96', 10.3), ('4x128', 10.1)}
-    tuned = {s: all(not row(c, s, t)['edge'] for c in seven for t in ts) for s, ts in cpu.items()}
 
     def sp(config, ref, size, tpp, flops=False):  # ' (spans 0)' where an interval holds 0
         half = (flops_gap if flops else gap)(config, ref, size, tpp)[1]
@@ -242,10 +254,11 @@ def claims():
         # the shapes
         "each with a learning-rate grid at seed 1 (every budget's best inside it) and three seeds at each "
         f"budget's best, {cpu['3x96'][0]:g} to {cpu['3x96'][-1]:g} tokens per parameter"
-        if tuned['3x96'] and all(len(row(c, '3x96', t)['runs']) == 3 for c in seven for t in cpu['3x96']) else CHANGED,
+        if tuned_at('3x96', False) and all(len(row(c, '3x96', t)['runs']) == 3 for c in seven for t in cpu['3x96'])
+        else CHANGED,
         f"a grid at seed 1 likewise and three seeds at the best at {cpu['4x128'][-1]:g} tokens per parameter, "
         f"{cpu['4x128'][0]:g} to {cpu['4x128'][-1]:g}."
-        if tuned['4x128'] and all(len(row(c, '4x128', cpu['4x128'][-1])['runs']) == 3 for c in seven) else CHANGED,
+        if tuned_at('4x128') else CHANGED,
         "**gMLP against gpt: ahead early, behind late; at the larger shapes it crosses sooner (by the means).**"
         if None not in first_behind and first_behind[0] > first_behind[1] > first_behind[2] else CHANGED,
         "**Primer EZ's changes: the largest late gains at both CPU shapes; primer_ez's smaller at 4×128**"
@@ -598,10 +611,9 @@ def results_1a():
     assert all(abs(p / ps['gpt'] - 1) <= tol for ps in params.values() for p in ps.values())
     cool = float(re.search(r'cooldown_frac: float = ([\d.]+)', source('train.py')).group(1))
     b128 = sorted({r['budget_value'] for r in rs if r['size'] == '4x128'})
-    seven = sorted({r['config'] for r in rs if r['size'] == '3x96' and r['schedule'] == 'wsd'}, key=stats.arch_key)
+    seven = study_configs()
     t128 = tpps('4x128')
-    whole128 = all(not row(c, '4x128', t)['edge'] and len(grid(c, '4x128', t)[2]) >= 3 for c in seven for t in t128) \
-        and all(len(row(c, '4x128', t128[-1])['runs']) == 3 for c in seven)
+    whole128 = tuned_at('4x128')
     halved = all(row(c, '4x128', 10.1)['lr'] * 2 == row(c, '3x96', 10.3)['lr'] for c in seven)
     noise = max(r[k] for r in rows() if r['size'] in ('3x96', '4x128') for k in ('eval_se', 'eval_se_llama')
                 if r.get(k) is not None)
